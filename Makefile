@@ -1,0 +1,63 @@
+# pytest-dgxspark: `make demo` (the suite against a simulated DGX Spark) and `make test` (the project's own tests).
+# Both set themselves up on a fresh Debian/Ubuntu machine: system packages, a virtualenv, the package.
+
+SHELL := /bin/bash
+VENV ?= .venv
+PYTHON ?= python3
+PY := $(VENV)/bin/python
+PYTEST := $(VENV)/bin/pytest
+ANSIBLE_PLAYBOOK ?= $(VENV)/bin/ansible-playbook
+SITE ?= tirosh-home
+SCENARIO ?= healthy
+REPORT_DIR ?= reports
+PYTEST_ARGS ?=
+# Debian packages the testbed and the report tests need: a real sshd, gcc for the NVML mock, iproute2 for
+# network namespaces, Chromium and poppler to render and print the handover summary.
+SYSTEM_PACKAGES := openssh-server openssh-client gcc libc6-dev iproute2 procps util-linux chromium poppler-utils
+SYSTEM_BINARIES := /usr/sbin/sshd /usr/bin/ssh gcc ip ps unshare chromium pdftotext
+
+.PHONY: help setup system-deps demo test conformance bench clean
+
+help:
+	@echo "make demo [SCENARIO=healthy]  run the whole suite against a simulated DGX Spark and write a bundle"
+	@echo "make test                     run the project's own tests"
+	@echo "make conformance SITE=<site>  run the suite against the real site (sites/<site>/)"
+	@echo "make bench                    the 16-node benchmark"
+
+system-deps:
+	@missing=""; for b in $(SYSTEM_BINARIES); do command -v $$b >/dev/null 2>&1 || missing="$$missing $$b"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing system packages (missing:$$missing)"; \
+	  if [ "$$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $(SYSTEM_PACKAGES) >/dev/null; \
+	fi
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -e '.[dev]'
+	touch $@
+
+setup: system-deps $(VENV)/.installed
+
+demo: setup
+	@$(PYTEST) suites --testbed $(SCENARIO) --site sites/$(SITE) --report-dir $(REPORT_DIR) -p no:cacheprovider $(PYTEST_ARGS); \
+	status=$$?; \
+	if [ -f $(REPORT_DIR)/latest/results.json ]; then \
+	  echo "bundle: $$(readlink -f $(REPORT_DIR)/latest)"; \
+	  $(PY) -c "import json,sys; d=json.load(open('$(REPORT_DIR)/latest/results.json')); print('verdict:', d['verdict'], '(SIMULATED)' if d['run']['simulated'] else '', '| root causes:', ', '.join(d['root_causes']) or 'none')"; \
+	else echo "demo: no bundle was written (pytest exit $$status)"; exit $$status; fi
+
+test: setup
+	$(PYTEST) tests -q -p no:cacheprovider $(PYTEST_ARGS)
+
+conformance: setup
+	$(PYTEST) suites --site sites/$(SITE) --report-dir $(REPORT_DIR) -p no:cacheprovider $(PYTEST_ARGS)
+
+bench: setup
+	$(PY) -m pytest_dgxspark.bench
+
+clean:
+	rm -rf $(VENV) build *.egg-info
+
+-include provisioning/rke2.mk

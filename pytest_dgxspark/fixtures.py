@@ -1,0 +1,1 @@
+"""Fixtures the checks use: site, targets, hosts, cluster and evidence (being built)."""

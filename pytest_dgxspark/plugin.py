@@ -1,0 +1,204 @@
+"""pytest hooks of pytest-dgxspark: options, markers, the coverage gate, layered execution and results.json."""
+from __future__ import annotations
+
+import pytest
+
+from pytest_dgxspark import hookspecs, runfixtures
+from pytest_dgxspark.outcome import BLOCKED_PREFIX, blocking_rules, fold
+from pytest_dgxspark.results import build_results, results_key, run_info, write_results
+from pytest_dgxspark.rules import LAYERS, CatalogError, load_catalog
+from pytest_dgxspark.runstate import (
+    RunState, coverage_problems, is_active, exception_is_target_error, item_rule, load_run, record_from_reports, state_key,
+)
+from pytest_dgxspark.targets import targets_key
+
+catalog_key = pytest.StashKey["object"]()
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    pluginmanager.add_hookspecs(hookspecs)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("dgxspark", "DGX Spark conformance (pytest-dgxspark)")
+    group.addoption("--site", dest="dgxspark_site", metavar="DIR",
+                    help="site directory sites/<name> (default: ini dgxspark_site, else sites/tirosh-home)")
+    group.addoption("--testbed", dest="dgxspark_testbed", metavar="NAME|PATH",
+                    help="run against a simulated DGX Spark scenario instead of the site's real targets")
+    group.addoption("--report-dir", dest="dgxspark_report_dir", metavar="DIR",
+                    help="where each run writes <run-id>/ and the `latest` link (default: reports/)")
+    group.addoption("--dgxspark-rules", action="store_true", dest="dgxspark_rules",
+                    help="print the rule catalog with the number of tests per rule, and exit")
+    group.addoption("--dgxspark-no-block", action="store_true", dest="dgxspark_no_block",
+                    help="run tests even when a rule they depend on failed (default: report them blocked)")
+    group.addoption("--dgxspark-handover", action="store_true", dest="dgxspark_handover",
+                    help="strict handover mode: only a complete, real, attested run can be ACCEPTED")
+    group.addoption("--dgxspark-kubeconfig", dest="dgxspark_kubeconfig", metavar="FILE",
+                    help="kubeconfig of the site (default: sites/<site>/rke2/kubeconfig.yml, $KUBECONFIG, ~/.kube/config)")
+    group.addoption("--dgxspark-inventory", dest="dgxspark_inventory", metavar="FILE",
+                    help="an Ansible YAML inventory to use instead of the site's inventory.yml")
+    parser.addini("dgxspark_site", "default site directory", default="")
+    parser.addini("dgxspark_report_dir", "default report directory", default="reports")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "rule(id): the ADR rule this test verifies, e.g. "
+                            "@pytest.mark.rule('ADR-0002.allocatable'); exactly one per test under suites/")
+    for layer in LAYERS:
+        config.addinivalue_line("markers", f"{layer.replace('-', '_')}: checks of the {layer} layer "
+                                "(applied from the rule's layer)")
+    config.addinivalue_line("markers", "gpu: the GPU chain (host driver, NVML, driver source, GPU injection, "
+                            "GPU Operator, device plugin, allocatable, workload): `pytest -m gpu` after an upgrade")
+    try:
+        config.stash[catalog_key] = load_catalog()
+    except CatalogError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    suites = config.rootpath / "suites"
+    if config.getoption("dgxspark_rules") and config.args_source != pytest.Config.ArgsSource.ARGS and suites.is_dir():
+        config.args[:] = [str(suites)]
+    config.pluginmanager.register(runfixtures, "dgxspark_runfixtures")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    catalog = config.stash[catalog_key]
+    if not is_active(config):
+        return
+    problems = coverage_problems(catalog, items)
+    if problems:
+        raise pytest.UsageError("tests without a valid rule marker:\n  " + "\n  ".join(problems))
+    order = {r.id: i for i, r in enumerate(catalog.ordered())}
+    for item in items:
+        rule = catalog.rules[item_rule(item)] if item_rule(item) else None
+        if rule is None:
+            continue
+        item.add_marker(rule.marker)
+        if rule.gpu:
+            item.add_marker("gpu")
+        item.add_marker(pytest.mark.order(order[rule.id] + 1))
+    items.sort(key=lambda i: order.get(item_rule(i) or "", len(order)))
+    if config.getoption("dgxspark_rules"):
+        return
+    state: RunState = load_run(config, catalog)
+    config.stash[state_key] = state
+    config.stash[targets_key] = state.targets
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    state = session.config.stash.get(state_key, None)
+    if state is not None:
+        state.items = list(session.items)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> bool | None:
+    config = session.config
+    if not config.getoption("dgxspark_rules"):
+        return None
+    catalog = config.stash[catalog_key]
+    counts = {rid: 0 for rid in catalog.rules}
+    for item in session.items:
+        if item_rule(item) in counts:
+            counts[item_rule(item)] += 1
+    tw = config.get_terminal_writer()
+    tw.line()
+    for rule in catalog.ordered():
+        tw.line(f"{rule.id:34} {rule.layer:13} {rule.kind:13} tests={counts[rule.id]:<3} {rule.title}")
+    tw.line(f"{len(catalog)} rules, {sum(counts.values())} tests")
+    return True
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    state = item.config.stash.get(state_key, None)
+    rule = item_rule(item)
+    if state is None or rule is None or item.config.getoption("dgxspark_no_block"):
+        return
+    blockers = blocking_rules(state.catalog, rule, state.statuses())
+    if blockers:
+        pytest.skip(BLOCKED_PREFIX + ", ".join(blockers))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    report = yield
+    state = item.config.stash.get(state_key, None)
+    if state is None or item_rule(item) is None:
+        return report
+    if report.failed and exception_is_target_error(call.excinfo):
+        report.dgxspark_target_error = True
+        report.dgxspark_message = str(call.excinfo.value)
+    phases = state.phases.setdefault(item.nodeid, {})
+    phases[report.when] = report
+    if report.when == "teardown":
+        from pytest_dgxspark.evidence import evidence_key
+
+        state.records.append(record_from_reports(item, phases))
+        items = item.stash.get(evidence_key, None)
+        if items:
+            state.evidence[item.nodeid] = items
+    return report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int):
+    result = yield
+    config = session.config
+    state: RunState | None = config.stash.get(state_key, None)
+    if state is None or config.option.collectonly or not state.items:
+        return result
+    _finish(config, session, state)
+    return result
+
+
+def _finish(config: pytest.Config, session: pytest.Session, state: RunState) -> None:
+    from pytest_dgxspark.outcome import TestRecord
+
+    done = {r.nodeid for r in state.records}
+    why = session.shouldstop or session.shouldfail or "interrupted (Ctrl-C) before this test ran"
+    for item in state.items:
+        if item.nodeid not in done:
+            state.records.append(TestRecord(item.nodeid, item_rule(item) or "", "error", 0.0, f"not run: {why}"))
+    tgt = state.targets
+    folded = fold(
+        state.catalog, state.records, waivers=state.waivers,
+        handover=config.getoption("dgxspark_handover"), simulated=tgt.simulated,
+        unattested_manual=[m.id for m in state.manual_checks if not m.attested],
+    )
+    info = run_info(config)
+    results = build_results(
+        info=info, catalog=state.catalog, fold=folded, records=state.records, evidence=state.evidence,
+        run={
+            "simulated": tgt.simulated, "site": state.site.name, "testbed": tgt.testbed_ref,
+            "handover": bool(config.getoption("dgxspark_handover")),
+            "context": tgt.context, "hosts": list(tgt.host_names),
+            "pytest_args": list(config.invocation_params.args),
+            "markexpr": config.getoption("markexpr") or "",
+        },
+        waivers=state.waivers, manual_checks=state.manual_checks,
+    )
+    results["provenance"] = _provenance(config)
+    config.hook.pytest_dgxspark_results(config=config, results=results)
+    path = write_results(info, results, state.records, state.evidence)
+    config.stash[results_key] = results
+    tw = config.get_terminal_writer()
+    tw.line()
+    colour = {"ACCEPTED": {"green": True}, "REJECTED": {"red": True}}.get(results["verdict"], {"yellow": True})
+    stamp = " (SIMULATED)" if tgt.simulated else ""
+    tw.line(f"dgxspark: {results['verdict']}{stamp}; root causes: {', '.join(results['root_causes']) or 'none'}; "
+            f"lowest broken layer: {results['lowest_broken_layer'] or 'none'}", bold=True, **colour)
+    tw.line(f"dgxspark: results {path}")
+
+
+def _provenance(config: pytest.Config) -> dict:
+    try:
+        from pytest_dgxspark.connections import connections_key
+    except ImportError:
+        return {}
+    conns = config.stash.get(connections_key, None)
+    if conns is None:
+        return {}
+    try:
+        return conns.provenance()
+    except Exception as exc:  # provenance is evidence, never a reason to lose the report
+        return {"error": f"provenance could not be collected: {exc}"}

@@ -1,0 +1,1 @@
+"""pytest hooks of the handover report (being built)."""

@@ -1,0 +1,150 @@
+"""The run's identity and results.json: <report-dir>/<run-id>/, with `latest` pointing at it."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import socket
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_dgxspark.outcome import Fold, TestRecord
+from pytest_dgxspark.rules import LAYERS, Catalog
+
+SCHEMA = "pytest-dgxspark/results/v1"
+run_key = pytest.StashKey["RunInfo"]()
+results_key = pytest.StashKey[dict]()
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    id: str
+    dir: Path
+    started: datetime
+    report_dir: Path
+
+
+def run_info(config: pytest.Config) -> RunInfo:
+    """This run's id and directory, made once per run (the directory is created when results are written)."""
+    if run_key not in config.stash:
+        started = datetime.now(timezone.utc)
+        run_id = f"{started:%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
+        report_dir = Path(config.getoption("dgxspark_report_dir", None) or config.getini("dgxspark_report_dir"))
+        if not report_dir.is_absolute():
+            report_dir = Path(config.rootpath) / report_dir
+        config.stash[run_key] = RunInfo(run_id, report_dir / run_id, started, report_dir)
+    return config.stash[run_key]
+
+
+def evidence_name(index: int, nodeid: str) -> str:
+    """A file name for one test's evidence: its position and a readable, safe form of its node id."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", nodeid.split("::", 1)[-1]).strip("_")[:80]
+    return f"evidence/{index:03d}-{safe}.json"
+
+
+def build_results(
+    *,
+    info: RunInfo,
+    catalog: Catalog,
+    fold: Fold,
+    records: list[TestRecord],
+    evidence: dict[str, list],
+    run: dict[str, Any],
+    waivers: dict,
+    manual_checks: list,
+) -> dict[str, Any]:
+    """The results.json document (DESIGN.md keys plus the bundle's extras)."""
+    finished = datetime.now(timezone.utc)
+    tests_by_rule: dict[str, list[dict]] = {rid: [] for rid in catalog.rules}
+    for index, rec in enumerate(records):
+        tests_by_rule.setdefault(rec.rule, []).append({
+            "nodeid": rec.nodeid,
+            "outcome": rec.outcome,
+            "duration": round(rec.duration, 3),
+            "message": rec.message,
+            "blocked_by": list(rec.blocked_by),
+            "evidence": evidence_name(index, rec.nodeid) if rec.nodeid in evidence else None,
+        })
+    rules = []
+    for rule in catalog.ordered():
+        waiver = waivers.get(rule.id)
+        rules.append({
+            "id": rule.id, "adr": rule.adr, "section": rule.section, "statement_ko": rule.statement_ko,
+            "title": rule.title, "layer": rule.layer, "kind": rule.kind, "severity": rule.severity,
+            "gpu": rule.gpu, "depends_on": list(rule.depends_on), "remediation": rule.remediation,
+            "status": fold.statuses[rule.id], "blocked_by": list(fold.blocked_by.get(rule.id, ())),
+            "waiver": None if waiver is None else {
+                "rule": waiver.rule, "reason": waiver.reason, "approver": waiver.approver, "role": waiver.role,
+                "ticket": waiver.ticket, "expires": waiver.expires.isoformat(),
+                "expired": waiver.expired(finished.date()),
+            },
+            "tests": tests_by_rule.get(rule.id, []),
+        })
+    counts: dict[str, int] = {}
+    for status in fold.statuses.values():
+        counts[status] = counts.get(status, 0) + 1
+    per_layer: dict[str, float] = {layer: 0.0 for layer in LAYERS}
+    for rec in records:
+        if rec.rule in catalog.rules:
+            per_layer[catalog.rules[rec.rule].layer] += rec.duration
+    return {
+        "schema": SCHEMA,
+        "run": {
+            "id": info.id,
+            "started": info.started.isoformat(timespec="seconds"),
+            "finished": finished.isoformat(timespec="seconds"),
+            "hostname_of_runner": socket.gethostname(),
+            **run,
+        },
+        "verdict": fold.verdict,
+        "verdict_reasons": list(fold.reasons),
+        "root_causes": list(fold.root_causes),
+        "lowest_broken_layer": fold.lowest_broken_layer,
+        "layers": [
+            {"name": layer, "status": fold.layers[layer],
+             "rules": [r.id for r in catalog.ordered() if r.layer == layer]}
+            for layer in LAYERS
+        ],
+        "rules": rules,
+        "counts": counts,
+        "provenance": {},
+        "waivers": [r["waiver"] for r in rules if r["waiver"]],
+        "manual_checks": [
+            {"id": m.id, "title_en": m.title_en, "title_ko": m.title_ko, "attester": m.attester,
+             "date": m.date, "note": m.note, "attested": m.attested}
+            for m in manual_checks
+        ],
+        "timings": {
+            "total_s": round((finished - info.started).total_seconds(), 3),
+            "per_layer_s": {k: round(v, 3) for k, v in per_layer.items()},
+        },
+    }
+
+
+def write_results(info: RunInfo, results: dict[str, Any], records: list[TestRecord], evidence: dict[str, list]) -> Path:
+    """Write results.json and evidence/ under the run directory and point `latest` at it."""
+    info.dir.mkdir(parents=True, exist_ok=True)
+    for index, rec in enumerate(records):
+        if rec.nodeid in evidence:
+            path = info.dir / evidence_name(index, rec.nodeid)
+            path.parent.mkdir(exist_ok=True)
+            doc = {"nodeid": rec.nodeid, "rule": rec.rule, "items": evidence[rec.nodeid]}
+            path.write_text(json.dumps(doc, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+    target = info.dir / "results.json"
+    tmp = target.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(results, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+    os.replace(tmp, target)
+    latest = info.report_dir / "latest"
+    link = info.report_dir / f".latest-{info.id}"
+    try:
+        link.unlink(missing_ok=True)
+        link.symlink_to(info.id, target_is_directory=True)
+        os.replace(link, latest)
+    except OSError:
+        link.unlink(missing_ok=True)
+    return target

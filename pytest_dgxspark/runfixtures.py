@@ -1,0 +1,52 @@
+"""The run's own fixtures: the site and the targets, starting and stopping a testbed when one is asked for."""
+from __future__ import annotations
+
+import atexit
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from pytest_dgxspark.outcome import TargetError
+from pytest_dgxspark.runstate import state_key
+from pytest_dgxspark.site import Site
+from pytest_dgxspark.targets import Targets, attach_testbed
+
+
+def _state(config: pytest.Config):
+    if state_key not in config.stash:
+        raise pytest.UsageError("pytest-dgxspark fixtures need a dgxspark run (--site or --testbed, tests under suites/)")
+    return config.stash[state_key]
+
+
+@pytest.fixture(scope="session")
+def site(pytestconfig: pytest.Config) -> Site:
+    """The validated site: vars, GPU Operator HelmChart and inventory."""
+    return _state(pytestconfig).site
+
+
+@pytest.fixture(scope="session")
+def targets(pytestconfig: pytest.Config, request: pytest.FixtureRequest) -> Targets:
+    """The hosts and cluster under test; a testbed is started here (not before) and stopped at the end."""
+    tgt = _state(pytestconfig).targets
+    if tgt.simulated and tgt.testbed is None:
+        from pytest_dgxspark.testbed import Testbed
+
+        directory = Path(tempfile.mkdtemp(prefix="dgxspark-testbed-"))
+        testbed = Testbed(tgt.testbed_ref, directory, site=tgt.site.root)
+
+        def stop() -> None:
+            try:
+                testbed.down()
+            finally:
+                shutil.rmtree(directory, ignore_errors=True)
+
+        atexit.register(stop)
+        request.addfinalizer(stop)
+        try:
+            testbed.up()
+        except Exception as exc:  # the testbed's own message says what failed
+            raise TargetError(f"testbed {tgt.testbed_ref!r} did not start: {exc}") from exc
+        attach_testbed(tgt, testbed)
+    return tgt

@@ -1,0 +1,165 @@
+"""What one run knows: its catalog, site, targets and governance, and the outcome of each test so far."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_dgxspark.governance import ManualCheck, load_manual_checks, load_waivers
+from pytest_dgxspark.outcome import (
+    BLOCKED_PREFIX, NOT_APPLICABLE_PREFIX, TargetError, TestRecord, Waiver, rule_status,
+)
+from pytest_dgxspark.rules import Catalog
+from pytest_dgxspark.site import Site, SiteError, load_site
+from pytest_dgxspark.targets import Targets, default_kubeconfig, site_targets, testbed_targets
+
+state_key = pytest.StashKey["RunState"]()
+DEFAULT_SITE = "sites/tirosh-home"
+
+
+@dataclass
+class RunState:
+    catalog: Catalog
+    site: Site
+    targets: Targets
+    waivers: dict[str, Waiver]
+    manual_checks: list[ManualCheck]
+    items: list[pytest.Item] = field(default_factory=list)
+    records: list[TestRecord] = field(default_factory=list)
+    evidence: dict[str, list] = field(default_factory=dict)
+    phases: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def statuses(self) -> dict[str, str]:
+        outcomes: dict[str, list[str]] = {}
+        for rec in self.records:
+            outcomes.setdefault(rec.rule, []).append(rec.outcome)
+        return {rid: rule_status(o) for rid, o in outcomes.items()}
+
+
+def is_active(config: pytest.Config) -> bool:
+    """A dgxspark run: --site, --testbed or --dgxspark-rules given, or paths under a suites/ folder collected."""
+    if any(config.getoption(o) for o in ("dgxspark_site", "dgxspark_testbed", "dgxspark_rules")):
+        return True
+    return any("suites" in Path(str(arg).split("::")[0]).resolve().parts for arg in config.args)
+
+
+def item_rule(item: pytest.Item) -> str | None:
+    marker = item.get_closest_marker("rule")
+    return str(marker.args[0]) if marker and marker.args else None
+
+
+def in_suites(item: pytest.Item) -> bool:
+    return "suites" in Path(str(item.path)).parts
+
+
+def coverage_problems(catalog: Catalog, items: list[pytest.Item]) -> list[str]:
+    """Tests under suites/ without exactly one known rule marker, and rule markers naming unknown ids."""
+    problems = []
+    for item in items:
+        markers = list(item.iter_markers("rule"))
+        ids = [m.args[0] if m.args else None for m in markers]
+        if not markers:
+            if in_suites(item):
+                problems.append(f"{item.nodeid}: no @pytest.mark.rule(<id>) marker")
+            continue
+        if len(markers) > 1 or any(len(m.args) != 1 for m in markers):
+            problems.append(f"{item.nodeid}: expected exactly one rule id, got {ids}")
+        for rid in ids:
+            if rid not in catalog.rules:
+                problems.append(f"{item.nodeid}: unknown rule id {rid!r} (see pytest --dgxspark-rules)")
+    return problems
+
+
+def load_run(config: pytest.Config, catalog: Catalog) -> RunState:
+    """Load the site, the targets (without connecting) and the governance files; raise UsageError on bad input."""
+    testbed_ref = config.getoption("dgxspark_testbed")
+    site_opt = config.getoption("dgxspark_site") or config.getini("dgxspark_site")
+    scenario = None
+    try:
+        if testbed_ref:
+            from pytest_dgxspark.testbed import scenario as scenarios
+
+            try:
+                scenario = scenarios.load(testbed_ref)
+            except scenarios.ScenarioError as exc:
+                raise pytest.UsageError(f"--testbed {testbed_ref}: {exc}") from None
+        if scenario is not None and scenario.site_dir is not None and not config.getoption("dgxspark_site"):
+            site_path = scenario.site_dir
+        else:
+            site_path = _root_relative(config, site_opt or DEFAULT_SITE)
+        site = load_site(site_path)
+        if scenario is not None:
+            targets = testbed_targets(site, testbed_ref, scenario)
+        else:
+            kube_opt = config.getoption("dgxspark_kubeconfig")
+            inventory = config.getoption("dgxspark_inventory")
+            if kube_opt and not Path(kube_opt).is_file():
+                raise SiteError(f"--dgxspark-kubeconfig {kube_opt}: file not found")
+            targets = site_targets(site, default_kubeconfig(site, kube_opt), Path(inventory) if inventory else None)
+        waivers = load_waivers(site.root / "waivers.yml", catalog.rules)
+        manual = load_manual_checks(site.root / "manual-checks.yml")
+    except SiteError as exc:
+        raise pytest.UsageError(f"invalid site input:\n{exc}") from None
+    return RunState(catalog=catalog, site=site, targets=targets, waivers=waivers, manual_checks=manual)
+
+
+def _root_relative(config: pytest.Config, path: str) -> Path:
+    p = Path(path)
+    if p.is_absolute() or p.exists():
+        return p
+    return Path(config.rootpath) / p
+
+
+def record_from_reports(item: pytest.Item, phases: dict[str, Any]) -> TestRecord:
+    """One test's outcome from its setup/call/teardown reports."""
+    rule = item_rule(item) or ""
+    duration = sum(r.duration for r in phases.values())
+    setup, call, teardown = phases.get("setup"), phases.get("call"), phases.get("teardown")
+    outcome, message, blocked = "passed", "", ()
+    for report in (setup, call):
+        if report is None:
+            continue
+        if report.skipped:
+            reason = _skip_reason(report)
+            if reason.startswith(BLOCKED_PREFIX):
+                outcome, message = "blocked", reason
+                blocked = tuple(r.strip() for r in reason[len(BLOCKED_PREFIX):].split(","))
+            elif reason.startswith(NOT_APPLICABLE_PREFIX):
+                outcome, message = "not-applicable", reason[len(NOT_APPLICABLE_PREFIX):]
+            else:
+                outcome, message = "skipped", reason
+            break
+        if report.failed:
+            is_target = getattr(report, "dgxspark_target_error", False)
+            outcome = "error" if report.when == "setup" or is_target else "failed"
+            message = _failure_message(report)
+            break
+    else:
+        if call is None:
+            outcome, message = "error", "the test did not run"
+    if outcome == "passed" and teardown is not None and teardown.failed:
+        outcome, message = "error", "teardown: " + _failure_message(teardown)
+    return TestRecord(item.nodeid, rule, outcome, duration, message, blocked)
+
+
+def _skip_reason(report: pytest.TestReport) -> str:
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        text = str(longrepr[2])
+        return text[len("Skipped: "):] if text.startswith("Skipped: ") else text
+    return str(longrepr or "")
+
+
+def _failure_message(report: pytest.TestReport) -> str:
+    message = getattr(report, "dgxspark_message", None)
+    if message:
+        return message
+    text = report.longreprtext or ""
+    lines = [ln for ln in text.splitlines() if ln.startswith("E ")]
+    return "\n".join(ln[2:].strip() for ln in lines[:12]) or text[-2000:]
+
+
+def exception_is_target_error(excinfo: pytest.ExceptionInfo | None) -> bool:
+    return excinfo is not None and excinfo.errisinstance(TargetError)

@@ -1,0 +1,179 @@
+"""The site model: inventory, RKE2 vars and the GPU Operator HelmChart, validated before anything connects."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from pytest_dgxspark.schemas import HELMCHART_SCHEMA, INVENTORY_SCHEMA, VARS_SCHEMA
+from pytest_dgxspark.yamlload import load_yaml
+
+SERVER_GROUP = "rke2_servers"
+AGENT_GROUP = "rke2_agents"
+DEFAULT_CUDA_SAMPLE_IMAGE = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0-ubuntu22.04"
+
+
+class SiteError(Exception):
+    """The site files are invalid; the message lists every problem with its file and key."""
+
+
+@dataclass(frozen=True)
+class HostSpec:
+    name: str
+    address: str
+    port: int = 22
+    user: str = "root"
+    identity_file: str | None = None
+    ssh_config: str | None = None
+    role: str = "server"
+    gpu: bool = True
+    vars: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} ({self.address}:{self.port})"
+
+
+@dataclass(frozen=True)
+class Site:
+    name: str
+    root: Path
+    vars: Mapping[str, Any]
+    helmchart: Mapping[str, Any]
+    inventory: Mapping[str, Any]
+    hosts: tuple[HostSpec, ...]
+    kubeconfig: Path | None
+
+    @property
+    def context(self) -> str:
+        return self.vars["rke2_context_name"]
+
+    @property
+    def management_context(self) -> str | None:
+        return self.vars.get("argocd_context")
+
+    @property
+    def argocd_namespace(self) -> str:
+        return self.vars.get("argocd_namespace", "argocd")
+
+    @property
+    def airgap(self) -> bool:
+        return bool(self.vars.get("airgap", False))
+
+    @property
+    def mirror_registry(self) -> str | None:
+        return self.vars.get("mirror_registry")
+
+    @property
+    def cuda_sample_image(self) -> str:
+        return self.vars.get("cuda_sample_image", DEFAULT_CUDA_SAMPLE_IMAGE)
+
+    @property
+    def helm_values(self) -> dict[str, Any]:
+        """The HelmChart's valuesContent as a mapping ({} when empty)."""
+        return yaml.safe_load(self.helmchart.get("spec", {}).get("valuesContent") or "") or {}
+
+
+def _schema_problems(data: Any, schema: dict, path: Path) -> list[str]:
+    validator = jsonschema.Draft202012Validator(schema)
+    problems = []
+    for error in sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):
+        key = ".".join(str(p) for p in error.absolute_path) or "(top level)"
+        problems.append(f"{path}: {key}: {error.message}")
+    return problems
+
+
+def _load(path: Path, schema: dict, problems: list[str]) -> Any:
+    if not path.is_file():
+        problems.append(f"{path}: missing (expected by ADR 0001 §5 / ADR 0002 §8)")
+        return None
+    try:
+        data = load_yaml(path)
+    except ValueError as exc:
+        problems.append(str(exc))
+        return None
+    found = _schema_problems(data, schema, path)
+    problems.extend(found)
+    return None if found else data
+
+
+def hosts_from_inventory(inventory: Mapping[str, Any], ssh_config: str | None = None) -> tuple[HostSpec, ...]:
+    """Hosts of the rke2_servers and rke2_agents groups (walking nested children), servers first."""
+    found: dict[str, tuple[str, dict]] = {}
+
+    def walk(group: Mapping[str, Any], role: str | None, inherited: dict) -> None:
+        group_vars = {**inherited, **(group.get("vars") or {})}
+        for name, hvars in (group.get("hosts") or {}).items():
+            merged = {**group_vars, **(hvars or {})}
+            prev_role = found.get(name, (None, {}))[0]
+            found[name] = (role or prev_role or "server", {**found.get(name, (None, {}))[1], **merged})
+        for child_name, child in (group.get("children") or {}).items():
+            child_role = {SERVER_GROUP: "server", AGENT_GROUP: "agent"}.get(child_name, role)
+            walk(child or {}, child_role, group_vars)
+
+    walk(inventory.get("all") or {}, None, {})
+    specs = [
+        HostSpec(
+            name=name,
+            address=str(hv.get("ansible_host", name)),
+            port=int(hv.get("ansible_port", 22)),
+            user=str(hv.get("ansible_user", "root")),
+            identity_file=hv.get("ansible_ssh_private_key_file"),
+            ssh_config=ssh_config,
+            role=role,
+            gpu=bool(hv.get("dgxspark_gpu", True)),
+            vars=hv,
+        )
+        for name, (role, hv) in found.items()
+    ]
+    return tuple(sorted(specs, key=lambda s: (s.role != "server", s.name)))
+
+
+def load_inventory(path: Path, ssh_config: str | None = None) -> tuple[dict, tuple[HostSpec, ...]]:
+    """Load and validate an Ansible YAML inventory; raise SiteError naming the file and key."""
+    problems: list[str] = []
+    data = _load(Path(path), INVENTORY_SCHEMA, problems)
+    if data is not None:
+        hosts = hosts_from_inventory(data, ssh_config)
+        if not hosts:
+            problems.append(f"{path}: all.children.{SERVER_GROUP}.hosts: expected at least one host")
+    if problems:
+        raise SiteError("\n".join(problems))
+    return data, hosts
+
+
+def load_site(root: Path) -> Site:
+    """Load sites/<name>/ and validate every file; raise SiteError listing every problem."""
+    root = Path(root)
+    if not root.is_dir():
+        raise SiteError(f"{root}: site directory not found (expected sites/<name>/ with inventory.yml and rke2/)")
+    problems: list[str] = []
+    vars_ = _load(root / "rke2" / "vars.yml", VARS_SCHEMA, problems)
+    helmchart = _load(root / "rke2" / "gpu-operator.helmchart.yaml", HELMCHART_SCHEMA, problems)
+    inventory = _load(root / "inventory.yml", INVENTORY_SCHEMA, problems)
+    hosts: tuple[HostSpec, ...] = ()
+    if helmchart is not None:
+        values = helmchart["spec"].get("valuesContent")
+        try:
+            parsed = yaml.safe_load(values or "")
+            if parsed is not None and not isinstance(parsed, dict):
+                raise yaml.YAMLError(f"expected a mapping, got {type(parsed).__name__}")
+        except yaml.YAMLError as exc:
+            problems.append(f"{root / 'rke2' / 'gpu-operator.helmchart.yaml'}: spec.valuesContent: not YAML values: {exc}")
+    if inventory is not None:
+        hosts = hosts_from_inventory(inventory)
+        if not hosts:
+            problems.append(f"{root / 'inventory.yml'}: all.children.{SERVER_GROUP}.hosts: expected at least one host")
+    if vars_ is not None and vars_.get("airgap") and not vars_.get("mirror_registry"):
+        problems.append(f"{root / 'rke2' / 'vars.yml'}: mirror_registry: required when airgap is true")
+    if problems:
+        raise SiteError("\n".join(problems))
+    kubeconfig = root / "rke2" / "kubeconfig.yml"
+    return Site(
+        name=root.name, root=root, vars=vars_, helmchart=helmchart, inventory=inventory, hosts=hosts,
+        kubeconfig=kubeconfig if kubeconfig.is_file() else None,
+    )

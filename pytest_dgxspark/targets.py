@@ -1,0 +1,90 @@
+"""What a run checks: the site's hosts and kubeconfig context, or a testbed standing in for them."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_dgxspark.site import HostSpec, Site, SiteError, load_inventory
+
+targets_key = pytest.StashKey["Targets"]()
+
+
+@dataclass
+class Targets:
+    """The run's targets. Host names are known at configure time; addresses once the target is up."""
+
+    site: Site
+    host_names: tuple[str, ...]
+    gpu_host_names: tuple[str, ...]
+    context: str
+    management_context: str | None
+    simulated: bool
+    testbed_ref: str | None = None
+    hosts: tuple[HostSpec, ...] = ()
+    kubeconfig: Path | None = None
+    testbed: Any = field(default=None, repr=False)
+
+    @property
+    def started(self) -> bool:
+        return bool(self.hosts) or not self.simulated
+
+    def host(self, name: str) -> HostSpec:
+        for spec in self.hosts:
+            if spec.name == name:
+                return spec
+        raise KeyError(f"{name}: not a host of this run (hosts: {', '.join(self.host_names)})")
+
+
+def default_kubeconfig(site: Site, override: str | None) -> Path | None:
+    """--dgxspark-kubeconfig, else the site's rke2/kubeconfig.yml, else $KUBECONFIG's first file, else ~/.kube/config."""
+    if override:
+        return Path(override)
+    if site.kubeconfig is not None:
+        return site.kubeconfig
+    env = os.environ.get("KUBECONFIG")
+    if env:
+        return Path(env.split(os.pathsep)[0])
+    home = Path.home() / ".kube" / "config"
+    return home if home.is_file() else None
+
+
+def site_targets(site: Site, kubeconfig: Path | None, inventory: Path | None = None) -> Targets:
+    """Targets of a real site: its inventory (or an explicit Ansible inventory) and its kubeconfig context."""
+    hosts = site.hosts
+    if inventory is not None:
+        _, hosts = load_inventory(inventory)
+    if kubeconfig is not None and not kubeconfig.is_file():
+        raise SiteError(f"{kubeconfig}: kubeconfig not found (give --dgxspark-kubeconfig or run make rke2/kubeconfig)")
+    return Targets(
+        site=site,
+        host_names=tuple(h.name for h in hosts),
+        gpu_host_names=tuple(h.name for h in hosts if h.gpu),
+        context=site.context,
+        management_context=site.management_context,
+        simulated=False,
+        hosts=hosts,
+        kubeconfig=kubeconfig,
+    )
+
+
+def testbed_targets(site: Site, ref: str, scenario: Any) -> Targets:
+    """Targets of a testbed scenario, before it is started: host names come from the scenario."""
+    nodes = scenario.data.get("nodes") or {}
+    names = tuple(nodes)
+    gpu = tuple(n for n, spec in nodes.items() if (spec or {}).get("gpu", True))
+    return Targets(
+        site=site, host_names=names, gpu_host_names=gpu, context=site.context,
+        management_context=site.management_context, simulated=True, testbed_ref=ref,
+    )
+
+
+def attach_testbed(targets: Targets, testbed: Any) -> None:
+    """Fill in the addresses and credentials a started testbed wrote (inventory, ssh_config, kubeconfig)."""
+    _, hosts = load_inventory(Path(testbed.inventory), ssh_config=str(testbed.ssh_config))
+    targets.testbed = testbed
+    targets.hosts = hosts
+    targets.kubeconfig = Path(testbed.kubeconfig)

@@ -1,0 +1,100 @@
+"""The rule catalog: the 30 ids of DESIGN.md, the DAG, and the loader's exact error messages."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_dgxspark.rules import LAYERS, CatalogError, load_catalog
+
+DESIGN_IDS = {
+    "site": ["ADR-0001.site-layout", "ADR-0001.role-alias", "ADR-0002.operator-separate", "ADR-0002.helmchart-manifest"],
+    "host": ["ADR-0002.host-static-ip", "ADR-0002.host-driver", "ADR-0002.host-nvml", "ADR-0002.driver-source"],
+    "rke2": ["ADR-0001.rke2-service", "ADR-0001.rke2-config", "ADR-0001.node-ready", "ADR-0001.node-metadata",
+             "ADR-0001.kubeconfig-context", "ADR-0001.hardening-baseline"],
+    "runtime": ["ADR-0001.runtime-rke2-containerd", "ADR-0001.no-docker-cri", "ADR-0001.no-extra-containerd",
+                "ADR-0002.gpu-injection"],
+    "network": ["ADR-0001.cni-cilium", "ADR-0001.cilium-settings"],
+    "gpu-operator": ["ADR-0002.helmchart-live", "ADR-0002.operator-running", "ADR-0002.operator-components",
+                     "ADR-0002.operator-managed", "ADR-0002.validator-passed", "ADR-0002.image-mirror"],
+    "device-plugin": ["ADR-0002.node-gpu-labels"],
+    "allocatable": ["ADR-0002.allocatable"],
+    "workload": ["ADR-0002.cuda-sample"],
+    "gitops": ["ADR-0001.argocd-registered"],
+}
+
+GOOD = """\
+- id: X.a
+  adr: "0001"
+  section: "5"
+  statement_ko: "문장"
+  title: A
+  layer: host
+  severity: major
+  kind: required
+  depends_on: []
+  remediation: fix it
+"""
+
+
+def entry(rid: str, deps: str = "[]", extra: str = "") -> str:
+    return GOOD.replace("X.a", rid).replace("depends_on: []", f"depends_on: {deps}") + extra
+
+
+def test_the_catalog_holds_exactly_the_30_design_ids_in_their_layers():
+    catalog = load_catalog()
+    assert len(catalog) == 30
+    for layer, ids in DESIGN_IDS.items():
+        assert sorted(r.id for r in catalog.rules.values() if r.layer == layer) == sorted(ids)
+
+
+def test_every_rule_quotes_its_adr_in_korean_and_the_dag_goes_bottom_up():
+    catalog = load_catalog()
+    adr_text = {
+        "0001": (Path(__file__).parents[2] / "shared" / "adr" / "002_303a77f9d5d17f7a.txt"),
+        "0002": (Path(__file__).parents[2] / "shared" / "adr" / "000_9a3a3bc7233e2810.txt"),
+    }
+    for rule in catalog.rules.values():
+        assert any("\uac00" <= ch <= "\ud7a3" for ch in rule.statement_ko) or ":" in rule.statement_ko, rule.id
+        source = adr_text[rule.adr]
+        if source.is_file():
+            quote = rule.statement_ko.split(" … ")[0]
+            assert quote in source.read_text(encoding="utf-8"), f"{rule.id}: not quoted verbatim from ADR {rule.adr}"
+        for dep in rule.depends_on:
+            assert LAYERS.index(catalog.rules[dep].layer) <= LAYERS.index(rule.layer), (rule.id, dep)
+
+
+def test_the_gpu_chain_is_the_adr_0002_layer_chain():
+    gpu = {r.id for r in load_catalog().rules.values() if r.gpu}
+    assert gpu == {
+        "ADR-0002.host-driver", "ADR-0002.host-nvml", "ADR-0002.driver-source", "ADR-0002.gpu-injection",
+        *DESIGN_IDS["gpu-operator"], "ADR-0002.node-gpu-labels", "ADR-0002.allocatable", "ADR-0002.cuda-sample",
+    }
+
+
+def test_remediation_of_the_gpu_n_a_state_says_not_to_reinstall_rke2():
+    catalog = load_catalog()
+    assert "Do not reinstall RKE2" in catalog.rules["ADR-0002.allocatable"].remediation
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (entry("X.a", extra="  colour: red\n"), "{f}: entry 1 (X.a): unknown key(s) colour"),
+        (entry("X.a") + entry("X.a"), "{f}: entry 2 (X.a): duplicate id X.a (first in {f})"),
+        (entry("X.a", deps="[X.zz]"), "{f}: X.a: depends_on names unknown rule X.zz"),
+        (entry("X.a", deps="[X.b]") + entry("X.b", deps="[X.a]"), "{f}: depends_on has a cycle: "),
+        (GOOD.replace("  title: A\n", "  title: A\n  title: B\n"), "{f}: duplicate key 'title' at line 6 (first at line 5)"),
+        (GOOD.replace("layer: host", "layer: firmware"),
+         "{f}: entry 1 (X.a): layer is 'firmware', expected one of site, host, rke2, runtime, network, "
+         "gpu-operator, device-plugin, allocatable, workload, gitops"),
+        (GOOD.replace("  remediation: fix it\n", ""), "{f}: entry 1 (X.a): missing key(s) remediation"),
+    ],
+    ids=["unknown-key", "duplicate-id", "unknown-dependency", "cycle", "duplicate-yaml-key", "bad-layer", "missing-key"],
+)
+def test_catalog_loading_errors_name_the_file_and_the_entry(tmp_path, text, message):
+    path = tmp_path / "adr-0009.yaml"
+    path.write_text(text)
+    with pytest.raises(CatalogError) as excinfo:
+        load_catalog([path])
+    assert message.format(f=path) in str(excinfo.value)
