@@ -13,7 +13,7 @@ REPORT_DIR ?= reports
 PYTEST_ARGS ?=
 # Debian packages the testbed and the report tests need: a real sshd, gcc for the NVML mock, iproute2 for
 # network namespaces, Chromium and poppler to render and print the handover summary.
-SYSTEM_PACKAGES := openssh-server openssh-client gcc libc6-dev iproute2 procps util-linux chromium poppler-utils
+SYSTEM_PACKAGES := openssh-server openssh-client gcc libc6-dev iproute2 procps util-linux chromium poppler-utils fonts-noto-cjk
 SYSTEM_BINARIES := /usr/sbin/sshd /usr/bin/ssh gcc ip ps unshare chromium pdftotext
 
 .PHONY: help setup system-deps demo test conformance bench clean

@@ -1,1 +1,111 @@
-"""Fixtures the checks use: site, targets, hosts, cluster and evidence (being built)."""
+"""Fixtures the checks use: connections, hosts (one SSH connection each), the cluster and evidence."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from pytest_dgxspark.connections import Cluster, Connections, HostTarget, connections_key
+from pytest_dgxspark.evidence import Evidence, for_item
+
+DEFAULT_CUDA_TIMEOUT_S = 300
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("dgxspark")
+    group.addoption(
+        "--dgxspark-cuda-timeout",
+        dest="dgxspark_cuda_timeout",
+        type=int,
+        default=None,
+        metavar="SECONDS",
+        help=f"how long the CUDA sample pod may take to finish (default {DEFAULT_CUDA_TIMEOUT_S})",
+    )
+    parser.addini("dgxspark_cuda_timeout", "seconds the CUDA sample pod may take", default=str(DEFAULT_CUDA_TIMEOUT_S))
+
+
+def host_names(config: pytest.Config, gpu_only: bool = False) -> list[str]:
+    """Inventory host names known at collection time (nothing connects)."""
+    try:
+        from pytest_dgxspark.targets import targets_key
+    except ImportError:  # the plugin core is not installed: no hosts to parametrize
+        return []
+    targets = config.stash.get(targets_key, None)
+    if targets is None:
+        return []
+    return list(targets.gpu_host_names if gpu_only else targets.host_names)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Run each check that takes `host_target` once per inventory host, with the host's name as its id."""
+    if "host_target" in metafunc.fixturenames:
+        names = host_names(metafunc.config)
+        metafunc.parametrize("host_target", names, ids=names, indirect=True, scope="function")
+
+
+def cuda_timeout(config: pytest.Config) -> int:
+    """--dgxspark-cuda-timeout, else the ini dgxspark_cuda_timeout, else 300 seconds."""
+    value = config.getoption("dgxspark_cuda_timeout", None)
+    if value is None:
+        try:
+            value = int(config.getini("dgxspark_cuda_timeout") or DEFAULT_CUDA_TIMEOUT_S)
+        except ValueError:
+            raise pytest.UsageError(
+                f"ini dgxspark_cuda_timeout: expected whole seconds, got {config.getini('dgxspark_cuda_timeout')!r}"
+            ) from None
+    if value <= 0:
+        raise pytest.UsageError(f"--dgxspark-cuda-timeout must be a positive number of seconds, got {value}")
+    return int(value)
+
+
+@pytest.fixture(scope="session")
+def connections(request: pytest.FixtureRequest, targets: Any) -> Iterator[Connections]:
+    """The run's connections (nothing connects until a check uses a host or the cluster)."""
+    conns = request.config.stash.get(connections_key, None)
+    if conns is None:
+        conns = Connections(targets)
+        request.config.stash[connections_key] = conns
+    yield conns
+    try:
+        conns.prefetch_provenance()
+    finally:
+        conns.close()
+
+
+@pytest.fixture
+def host_target(request: pytest.FixtureRequest, connections: Connections, targets: Any) -> HostTarget:
+    """One inventory host (parametrized per host), connected; an unreachable host is an error, not a hang."""
+    spec = targets.host(request.param)
+    return connections.host(spec).connect()
+
+
+@pytest.fixture(scope="session")
+def hosts(connections: Connections, targets: Any) -> list[HostTarget]:
+    """Every inventory host, connected (one SSH master connection per host per run)."""
+    return [connections.host(spec).connect() for spec in targets.hosts]
+
+
+@pytest.fixture(scope="session")
+def gpu_hosts(connections: Connections, targets: Any) -> list[HostTarget]:
+    """The inventory hosts marked dgxspark_gpu, connected."""
+    return [connections.host(spec).connect() for spec in targets.hosts if spec.gpu]
+
+
+@pytest.fixture(scope="session")
+def cluster(connections: Connections) -> Cluster:
+    """The RKE2 cluster over the kubernetes client (each kind listed once per run)."""
+    return connections.cluster.connect()
+
+
+@pytest.fixture(scope="session")
+def management_cluster(connections: Connections) -> Cluster | None:
+    """The Argo CD management cluster of the site, or None when it names none (not connected yet)."""
+    return connections.management
+
+
+@pytest.fixture
+def evidence(request: pytest.FixtureRequest) -> Evidence:
+    """What this check saw, redacted, kept in the test item's stash for the report."""
+    return for_item(request.node)

@@ -37,6 +37,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="kubeconfig of the site (default: sites/<site>/rke2/kubeconfig.yml, $KUBECONFIG, ~/.kube/config)")
     group.addoption("--dgxspark-inventory", dest="dgxspark_inventory", metavar="FILE",
                     help="an Ansible YAML inventory to use instead of the site's inventory.yml")
+    group.addoption("--dgxspark-ssh-config", dest="dgxspark_ssh_config", metavar="FILE",
+                    help="an OpenSSH client config for the hosts (bastions, keys, known_hosts)")
     parser.addini("dgxspark_site", "default site directory", default="")
     parser.addini("dgxspark_report_dir", "default report directory", default="reports")
 

@@ -97,7 +97,11 @@ def load_run(config: pytest.Config, catalog: Catalog) -> RunState:
             inventory = config.getoption("dgxspark_inventory")
             if kube_opt and not Path(kube_opt).is_file():
                 raise SiteError(f"--dgxspark-kubeconfig {kube_opt}: file not found")
-            targets = site_targets(site, default_kubeconfig(site, kube_opt), Path(inventory) if inventory else None)
+            ssh_config = config.getoption("dgxspark_ssh_config")
+            if ssh_config and not Path(ssh_config).is_file():
+                raise SiteError(f"--dgxspark-ssh-config {ssh_config}: file not found")
+            targets = site_targets(site, default_kubeconfig(site, kube_opt),
+                                   Path(inventory) if inventory else None, ssh_config)
         waivers = load_waivers(site.root / "waivers.yml", catalog.rules)
         manual = load_manual_checks(site.root / "manual-checks.yml")
     except SiteError as exc:

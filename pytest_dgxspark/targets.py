@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -52,11 +52,15 @@ def default_kubeconfig(site: Site, override: str | None) -> Path | None:
     return home if home.is_file() else None
 
 
-def site_targets(site: Site, kubeconfig: Path | None, inventory: Path | None = None) -> Targets:
+def site_targets(
+    site: Site, kubeconfig: Path | None, inventory: Path | None = None, ssh_config: str | None = None
+) -> Targets:
     """Targets of a real site: its inventory (or an explicit Ansible inventory) and its kubeconfig context."""
     hosts = site.hosts
     if inventory is not None:
-        _, hosts = load_inventory(inventory)
+        _, hosts = load_inventory(inventory, ssh_config)
+    elif ssh_config:
+        hosts = tuple(replace(h, ssh_config=ssh_config) for h in hosts)
     if kubeconfig is not None and not kubeconfig.is_file():
         raise SiteError(f"{kubeconfig}: kubeconfig not found (give --dgxspark-kubeconfig or run make rke2/kubeconfig)")
     return Targets(

@@ -1,0 +1,1 @@
+"""The audit-ready handover bundle: summary, manifest, signature, drift and the report CLI."""

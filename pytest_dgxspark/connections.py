@@ -1,0 +1,91 @@
+"""Connections of one run: hosts over SSH (testinfra, one ControlMaster each) and clusters, with caches."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from typing import Any
+
+import pytest
+
+from pytest_dgxspark.targets_conn.cluster import Cluster, ClusterUnreachable
+from pytest_dgxspark.targets_conn.ssh import HostTarget, HostUnreachable, timed_out
+
+__all__ = [
+    "Cluster",
+    "ClusterUnreachable",
+    "Connections",
+    "HostTarget",
+    "HostUnreachable",
+    "connections_key",
+    "timed_out",
+]
+
+
+class Connections:
+    """Everything one run connects to, built lazily from Targets, closed at session end."""
+
+    def __init__(self, targets: Any) -> None:
+        self.targets = targets
+        self._control_dir = tempfile.mkdtemp(prefix="dgxs-ssh-")
+        self.hosts: dict[str, HostTarget] = {
+            spec.name: HostTarget(spec, self._control_dir, i) for i, spec in enumerate(targets.hosts)
+        }
+        self._cluster: Cluster | None = None
+        self._management: Cluster | None = None
+
+    def host(self, spec: Any) -> HostTarget:
+        """The HostTarget of an inventory host."""
+        return self.hosts[spec.name]
+
+    @property
+    def cluster(self) -> Cluster:
+        """The RKE2 cluster (the site's context of the kubeconfig)."""
+        if self._cluster is None:
+            if self.targets.kubeconfig is None:
+                raise pytest.UsageError(
+                    f"no kubeconfig for context {self.targets.context!r}: give the site's kubeconfig (sites/<site>/rke2/"
+                    "kubeconfig.yml, KUBECONFIG or ~/.kube/config) or run with --testbed"
+                )
+            self._cluster = Cluster(self.targets.kubeconfig, self.targets.context)
+            self._cluster.management = self.management
+        return self._cluster
+
+    @property
+    def management(self) -> Cluster | None:
+        """The Argo CD management cluster, or None when the site names none."""
+        context = getattr(self.targets, "management_context", None)
+        if not context:
+            return None
+        if self._management is None:
+            self._management = Cluster(self.targets.kubeconfig, context)
+        return self._management
+
+    def cluster_if_open(self) -> Cluster | None:
+        """The cluster when it was already used in this run, else None (never connects)."""
+        return self._cluster
+
+    def provenance(self) -> dict[str, Any]:
+        """Provenance of the run, from data already fetched (see provenance.collect)."""
+        from pytest_dgxspark import provenance
+
+        return provenance.collect(list(self.hosts.values()), self._cluster)
+
+    def prefetch_provenance(self) -> None:
+        """Fetch the facts provenance needs over connections already open (never opens new ones)."""
+        from pytest_dgxspark import provenance
+
+        provenance.prefetch(list(self.hosts.values()), self._cluster)
+
+    def close(self) -> None:
+        """Close every SSH master connection and remove the control directory."""
+        for target in self.hosts.values():
+            try:
+                target.close()
+            except (OSError, subprocess.SubprocessError):
+                pass
+        shutil.rmtree(self._control_dir, ignore_errors=True)
+
+
+connections_key = pytest.StashKey[Connections]()

@@ -1,0 +1,509 @@
+"""Tolerant parsers of real command outputs and Kubernetes objects the checks read."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+import yaml
+
+# --- versions -------------------------------------------------------------------------------
+
+
+def version_tuple(text: str) -> tuple[int, ...]:
+    """Leading numeric dotted components of a version: 'v2.1.5-k3s1' -> (2, 1, 5)."""
+    match = re.search(r"(\d+(?:\.\d+)*)", text or "")
+    if match is None:
+        return ()
+    return tuple(int(part) for part in match.group(1).split("."))
+
+
+def image_tag(image: str) -> str | None:
+    """Tag (or digest) of an image reference; None when it has neither."""
+    if "@" in image:
+        return image.split("@", 1)[1]
+    last = image.rsplit("/", 1)[-1]
+    return last.split(":", 1)[1] if ":" in last else None
+
+
+def image_registry(image: str) -> str:
+    """Registry host of an image reference ('docker.io' when it names none)."""
+    first, _, rest = image.partition("/")
+    if rest and ("." in first or ":" in first or first == "localhost"):
+        return first
+    return "docker.io"
+
+
+# --- host driver ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DriverVersion:
+    """What /proc/driver/nvidia/version says about the loaded kernel module."""
+
+    version: str
+    flavour: str  # "open" | "proprietary"
+    arch: str | None
+    gcc: str | None
+
+
+_NVRM_OPEN = re.compile(r"NVRM version:\s*NVIDIA UNIX Open Kernel Module(?: for (\S+))?\s+(\d+(?:\.\d+)+)")
+_NVRM_PROP = re.compile(r"NVRM version:\s*NVIDIA UNIX(?:\s+(\S+))?\s+Kernel Module\s+(\d+(?:\.\d+)+)")
+_GCC = re.compile(r"GCC version:\s*(.+)")
+
+
+def parse_proc_driver_version(text: str) -> DriverVersion | None:
+    """Parse /proc/driver/nvidia/version of either flavour; None when it is not one."""
+    gcc_match = _GCC.search(text or "")
+    gcc = gcc_match.group(1).strip() if gcc_match else None
+    match = _NVRM_OPEN.search(text or "")
+    if match is not None:
+        return DriverVersion(match.group(2), "open", match.group(1), gcc)
+    match = _NVRM_PROP.search(text or "")
+    if match is not None:
+        return DriverVersion(match.group(2), "proprietary", match.group(1), gcc)
+    return None
+
+
+def module_loaded(proc_modules: str, name: str = "nvidia") -> bool:
+    """Whether /proc/modules (or lsmod output) lists the module by its exact name."""
+    for line in (proc_modules or "").splitlines():
+        fields = line.split()
+        if fields and fields[0] == name:
+            return True
+    return False
+
+
+def ldconfig_has(ldconfig_p: str, soname: str = "libnvidia-ml.so.1") -> list[str]:
+    """Paths `ldconfig -p` resolves for a soname (empty when it resolves none)."""
+    paths = []
+    for line in (ldconfig_p or "").splitlines():
+        line = line.strip()
+        if line.startswith(soname + " ") and "=>" in line:
+            paths.append(line.split("=>", 1)[1].strip())
+    return paths
+
+
+# --- nvidia-smi -----------------------------------------------------------------------------
+
+_NOT_AVAILABLE = {"[n/a]", "n/a", "[not supported]", "not supported", "[unknown error]", ""}
+
+
+def parse_nvidia_smi_csv(text: str) -> list[dict[str, str | None]]:
+    """Rows of `nvidia-smi --query-gpu=... --format=csv`; '[N/A]'-like cells become None.
+
+    Header units ('memory.total [MiB]') are dropped from the keys; a noheader output is keyed 0, 1, ...
+    """
+    lines = [line for line in (text or "").splitlines() if line.strip()]
+    if not lines:
+        return []
+    reader = list(csv.reader(io.StringIO("\n".join(lines)), skipinitialspace=True))
+    first = [cell.strip() for cell in reader[0]]
+    has_header = any(re.match(r"^[a-z_]+(\.[a-z_]+)+", cell) for cell in first) or "name" in first
+    if has_header:
+        keys = [re.sub(r"\s*\[.*?\]$", "", cell) for cell in first]
+        body = reader[1:]
+    else:
+        keys = [str(i) for i in range(len(first))]
+        body = reader
+    rows = []
+    for row in body:
+        cells = [cell.strip() for cell in row]
+        rows.append({k: (None if v.lower() in _NOT_AVAILABLE else v) for k, v in zip(keys, cells, strict=False)})
+    return rows
+
+
+@dataclass(frozen=True)
+class SmiGpu:
+    """One GPU line of `nvidia-smi -L`, with its MIG devices."""
+
+    index: int
+    name: str
+    uuid: str | None
+    mig_devices: tuple[str, ...] = ()
+
+
+_SMI_GPU = re.compile(r"^GPU\s+(\d+):\s*(.*?)\s*(?:\(UUID:\s*([^)]+)\))?\s*$")
+_SMI_MIG = re.compile(r"^\s+MIG\s+(\S+)\s+Device\s+\d+:")
+
+
+def parse_nvidia_smi_list(text: str) -> list[SmiGpu]:
+    """GPUs of `nvidia-smi -L` (MIG lines are attached to their GPU, not counted as GPUs)."""
+    gpus: list[SmiGpu] = []
+    for line in (text or "").splitlines():
+        gpu = _SMI_GPU.match(line.strip()) if not line[:1].isspace() else None
+        if gpu is not None:
+            gpus.append(SmiGpu(int(gpu.group(1)), gpu.group(2), gpu.group(3)))
+            continue
+        mig = _SMI_MIG.match(line)
+        if mig is not None and gpus:
+            last = gpus[-1]
+            gpus[-1] = SmiGpu(last.index, last.name, last.uuid, last.mig_devices + (mig.group(1),))
+    return gpus
+
+
+# --- container runtime ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RuntimeVersion:
+    """A Node's status.nodeInfo.containerRuntimeVersion, split."""
+
+    runtime: str
+    version: tuple[int, ...]
+    k3s: bool
+    raw: str
+
+
+_RUNTIME = re.compile(r"^(?P<runtime>[a-z0-9.-]+)://v?(?P<ver>[0-9][^\s]*)$")
+_K3S_SUFFIX = re.compile(r"-k3s\d+(?:\.\d+)?$")
+
+
+def parse_runtime_version(raw: str) -> RuntimeVersion | None:
+    """'containerd://2.1.5-k3s1' -> RuntimeVersion('containerd', (2, 1, 5), True); None if unparsable."""
+    match = _RUNTIME.match((raw or "").strip())
+    if match is None:
+        return None
+    ver = match.group("ver")
+    return RuntimeVersion(match.group("runtime"), version_tuple(ver), bool(_K3S_SUFFIX.search(ver)), raw)
+
+
+def kubelet_runtime_endpoint(config_texts: Iterable[str], cmdline: str = "") -> str | None:
+    """The kubelet's containerRuntimeEndpoint: the flag wins over config files (last file wins)."""
+    flag = re.search(r"--container-runtime-endpoint(?:=|\s+)(\S+)", cmdline or "")
+    if flag is not None:
+        return flag.group(1).strip("'\"")
+    endpoint = None
+    for text in config_texts:
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError:
+            continue
+        if isinstance(data, dict) and data.get("containerRuntimeEndpoint"):
+            endpoint = str(data["containerRuntimeEndpoint"])
+    return endpoint
+
+
+def split_cmdline(proc_cmdline: str) -> str:
+    """/proc/<pid>/cmdline (NUL separated) as one space-separated line."""
+    return " ".join(part for part in (proc_cmdline or "").replace("\x00", " ").split())
+
+
+# --- rke2 config ----------------------------------------------------------------------------
+
+
+def merge_rke2_config(documents: Iterable[Mapping[str, Any] | None]) -> dict[str, Any]:
+    """Effective RKE2 config: config.yaml then config.yaml.d/*.yaml in the order given.
+
+    The last value wins; lists are replaced unless the key ends with '+', which appends.
+    """
+    merged: dict[str, Any] = {}
+    for document in documents:
+        for key, value in (document or {}).items():
+            key = str(key)
+            if key.endswith("+"):
+                base = key[:-1]
+                current = merged.get(base)
+                current_list = [] if current is None else (current if isinstance(current, list) else [current])
+                merged[base] = current_list + (value if isinstance(value, list) else [value])
+            else:
+                merged[key] = value
+    return merged
+
+
+def as_list(value: Any) -> list[str]:
+    """A config value as a list of strings (None -> [], 'a,b' -> ['a', 'b'])."""
+    if value is None:
+        return []
+    if isinstance(value, list):
+        return [str(item) for item in value]
+    return [part.strip() for part in str(value).split(",") if part.strip()]
+
+
+def as_bool(value: Any, default: bool = False) -> bool:
+    """A YAML/CLI boolean ('true', True, 'yes') as bool."""
+    if value is None:
+        return default
+    if isinstance(value, bool):
+        return value
+    return str(value).strip().lower() in {"true", "yes", "1", "on"}
+
+
+def parse_labels(items: Iterable[str]) -> dict[str, str]:
+    """['k=v', 'k2='] -> {'k': 'v', 'k2': ''}."""
+    labels = {}
+    for item in items:
+        key, _, value = str(item).partition("=")
+        labels[key.strip()] = value.strip()
+    return labels
+
+
+@dataclass(frozen=True, order=True)
+class Taint:
+    """A node taint as key, value and effect."""
+
+    key: str
+    value: str
+    effect: str
+
+
+def parse_taint(text: str) -> Taint:
+    """'key=value:NoSchedule' or 'key:NoSchedule' -> Taint."""
+    body, _, effect = str(text).rpartition(":")
+    if not body:
+        body, effect = effect, ""
+    key, _, value = body.partition("=")
+    return Taint(key.strip(), value.strip(), effect.strip())
+
+
+def node_taints(node: Mapping[str, Any]) -> list[Taint]:
+    """Taints of a Node object as Taint values."""
+    return [
+        Taint(t.get("key", ""), t.get("value") or "", t.get("effect", ""))
+        for t in (node.get("spec") or {}).get("taints") or []
+    ]
+
+
+# --- host network ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HostAddress:
+    """An address of `ip -j addr`, with whether the kernel marks it dynamic (DHCP lease)."""
+
+    ifname: str
+    address: str
+    prefixlen: int
+    dynamic: bool
+
+
+def parse_ip_addr_json(text: str) -> list[HostAddress]:
+    """Addresses of `ip -j addr show`."""
+    result = []
+    for iface in json.loads(text or "[]"):
+        for info in iface.get("addr_info", []):
+            if "local" in info:
+                result.append(
+                    HostAddress(iface.get("ifname", ""), info["local"], int(info.get("prefixlen", 0)), bool(info.get("dynamic")))
+                )
+    return result
+
+
+def netplan_dhcp_interfaces(documents: Iterable[Mapping[str, Any] | None]) -> dict[str, dict[str, Any]]:
+    """Netplan interface definitions (ethernets, bonds, bridges, vlans, wifis) keyed by id."""
+    found: dict[str, dict[str, Any]] = {}
+    for document in documents:
+        network = (document or {}).get("network") or {}
+        for group in ("ethernets", "bonds", "bridges", "vlans", "wifis"):
+            for name, definition in (network.get(group) or {}).items():
+                found[str(name)] = {**found.get(str(name), {}), **(definition or {})}
+    return found
+
+
+def netplan_uses_dhcp(definition: Mapping[str, Any]) -> bool:
+    """Whether a netplan interface definition asks for DHCP (v4 or v6)."""
+    return as_bool(definition.get("dhcp4")) or as_bool(definition.get("dhcp6"))
+
+
+# --- os-release -----------------------------------------------------------------------------
+
+
+def parse_os_release(text: str) -> dict[str, str]:
+    """KEY=value pairs of /etc/os-release (quotes removed)."""
+    result = {}
+    for line in (text or "").splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip() and not key.startswith("#"):
+            result[key.strip()] = value.strip().strip("'\"")
+    return result
+
+
+# --- Kubernetes objects ---------------------------------------------------------------------
+
+
+def pod_ready(pod: Mapping[str, Any]) -> bool:
+    """Whether a Pod is Running with its Ready condition True."""
+    status = pod.get("status") or {}
+    conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
+    return status.get("phase") == "Running" and conditions.get("Ready") == "True"
+
+
+def pod_summary(pod: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of a Pod an auditor reads: name, node, phase, readiness, waiting reasons, images."""
+    status = pod.get("status") or {}
+    waiting = []
+    for cs in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
+        state = cs.get("state") or {}
+        if "waiting" in state:
+            waiting.append(f"{cs.get('name')}: {state['waiting'].get('reason')}")
+    return {
+        "name": pod["metadata"]["name"],
+        "namespace": pod["metadata"].get("namespace"),
+        "node": (pod.get("spec") or {}).get("nodeName"),
+        "phase": status.get("phase"),
+        "ready": pod_ready(pod),
+        "waiting": waiting,
+        "images": [c.get("image") for c in (pod.get("spec") or {}).get("containers") or []],
+    }
+
+
+def owner_kinds(obj: Mapping[str, Any]) -> list[str]:
+    """'Kind/name' of an object's ownerReferences."""
+    return [f"{o.get('kind')}/{o.get('name')}" for o in (obj.get("metadata") or {}).get("ownerReferences") or []]
+
+
+def node_internal_ips(node: Mapping[str, Any]) -> list[str]:
+    """InternalIP addresses of a Node."""
+    return [a["address"] for a in (node.get("status") or {}).get("addresses") or [] if a.get("type") == "InternalIP"]
+
+
+def node_condition(node: Mapping[str, Any], kind: str = "Ready") -> dict[str, Any] | None:
+    """A Node condition by type."""
+    for condition in (node.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == kind:
+            return condition
+    return None
+
+
+@dataclass(frozen=True)
+class PolicyReadiness:
+    """What a ClusterPolicy status says, and whether it is truly ready."""
+
+    ready: bool
+    state: str | None
+    reason: str | None
+    message: str | None
+
+
+def clusterpolicy_readiness(policy: Mapping[str, Any]) -> PolicyReadiness:
+    """Ready only with state 'ready' AND a Ready=True condition with reason Reconciled.
+
+    `state: ready` is also set with NoGPUNodes or NFDLabelsMissing; those are not ready here.
+    """
+    status = policy.get("status") or {}
+    state = status.get("state")
+    ready_condition = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
+    error_condition = next((c for c in status.get("conditions") or [] if c.get("type") == "Error"), None)
+    shown = ready_condition if ready_condition is not None else error_condition
+    reason = (shown or {}).get("reason")
+    message = (shown or {}).get("message")
+    ok = (
+        state == "ready"
+        and ready_condition is not None
+        and ready_condition.get("status") == "True"
+        and ready_condition.get("reason") == "Reconciled"
+    )
+    return PolicyReadiness(ok, state, reason, message)
+
+
+def helm_values(helmchart: Mapping[str, Any]) -> dict[str, Any]:
+    """The HelmChart's spec.valuesContent parsed as YAML ({} when empty)."""
+    content = (helmchart.get("spec") or {}).get("valuesContent") or ""
+    values = yaml.safe_load(content) if content.strip() else {}
+    return values if isinstance(values, dict) else {}
+
+
+def dig(data: Mapping[str, Any] | None, dotted: str, default: Any = None) -> Any:
+    """data['a']['b'] for 'a.b', default when a step is missing."""
+    current: Any = data
+    for part in dotted.split("."):
+        if not isinstance(current, Mapping) or part not in current:
+            return default
+        current = current[part]
+    return current
+
+
+_EXACT_CHART_VERSION = re.compile(r"^v?\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.-]+)?$")
+
+
+def exact_chart_version(version: Any) -> bool:
+    """Whether a chart version pins one release (no range, no wildcard, not 'latest')."""
+    return isinstance(version, str) and bool(_EXACT_CHART_VERSION.match(version.strip()))
+
+
+def nvml_probe_result(text: str) -> dict[str, Any]:
+    """The JSON line the NVML probe prints (last line that parses as a JSON object)."""
+    for line in reversed((text or "").splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except json.JSONDecodeError:
+                continue
+    raise ValueError(f"NVML probe printed no JSON result: {text[-300:]!r}")
+
+
+# --- site repository: Make recipes and Ansible references -----------------------------------
+
+_MAKE_RULE = re.compile(r"^([^\s:=#][^:=]*?)\s*:(?!=)\s*(.*)$")
+
+
+def parse_make_rules(text: str) -> dict[str, tuple[list[str], list[str]]]:
+    """Make rules as target -> (prerequisites, recipe lines); continuation lines are joined."""
+    rules: dict[str, tuple[list[str], list[str]]] = {}
+    current: list[str] = []
+    joined = re.sub(r"\\\n[ \t]*", " ", text or "")
+    for line in joined.splitlines():
+        if line.startswith("\t"):
+            for target in current:
+                rules[target][1].append(line.strip())
+            continue
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        match = _MAKE_RULE.match(line)
+        if match is None or match.group(1).startswith("."):
+            current = []
+            continue
+        body = match.group(2).split("#", 1)[0]
+        prereqs, _, inline = body.partition(";")
+        current = match.group(1).split()
+        for target in current:
+            old = rules.get(target, ([], []))
+            rules[target] = (old[0] + prereqs.split(), old[1] + ([inline.strip()] if inline.strip() else []))
+    return rules
+
+
+def make_recipe_closure(rules: dict[str, tuple[list[str], list[str]]], target: str) -> list[str]:
+    """Recipe lines of a target and of every prerequisite target it depends on."""
+    lines: list[str] = []
+    seen: set[str] = set()
+    stack = [target]
+    while stack:
+        name = stack.pop()
+        if name in seen or name not in rules:
+            continue
+        seen.add(name)
+        prereqs, recipe = rules[name]
+        lines.extend(recipe)
+        stack.extend(prereqs)
+    return lines
+
+
+def strip_yaml_comments(text: str) -> str:
+    """YAML/Jinja text without '#' comments (full-line and trailing) and Jinja comments."""
+    text = re.sub(r"\{#.*?#\}", "", text or "", flags=re.DOTALL)
+    return "\n".join(re.sub(r"(^|\s)#.*$", "", line) for line in text.splitlines())
+
+
+_ANSIBLE_REF = re.compile(
+    r"(?:import_playbook|include_tasks|import_tasks|include_vars|src|file|template)\s*:\s*[\"']?([\w./{}\- ]+?\.(?:ya?ml|j2))"
+)
+_ROLE_REF = re.compile(r"(?:^|\s|-\s)(?:role|name)\s*:\s*[\"']?([\w.]+)[\"']?\s*$", re.MULTILINE)
+_ROLES_LIST = re.compile(r"^\s*roles:\s*\n((?:\s*-\s*[\w.]+\s*\n)+)", re.MULTILINE)
+
+
+def ansible_references(text: str) -> tuple[list[str], list[str]]:
+    """(files, role names) a playbook or task file refers to: imports, includes, templates and roles."""
+    clean = strip_yaml_comments(text)
+    files = [m.group(1).strip() for m in _ANSIBLE_REF.finditer(clean)]
+    roles = [m.group(1) for m in _ROLE_REF.finditer(clean) if "." not in m.group(1) or m.group(1).count(".") >= 2]
+    for block in _ROLES_LIST.finditer(clean):
+        roles.extend(item.strip().lstrip("-").strip() for item in block.group(1).splitlines() if item.strip())
+    return files, roles
+
+
+GPU_OPERATOR_REFERENCE = re.compile(r"gpu[-_]operator|helm\.ngc\.nvidia\.com|\bkind:\s*[\"']?HelmChart\b(?!Config)", re.I)

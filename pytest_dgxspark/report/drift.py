@@ -1,0 +1,126 @@
+"""Drift since a baseline run: rule statuses that regressed, recovered or became waived, and changed provenance."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pytest_dgxspark.report import facts
+from pytest_dgxspark.report.manifest import ManifestError, check_manifest
+
+BROKEN = frozenset({"failed", "error", "blocked"})
+
+
+class BaselineError(Exception):
+    """The baseline given with --dgxspark-baseline cannot be used."""
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """An earlier run's results, and where they came from."""
+
+    path: Path
+    results: dict[str, Any]
+    integrity: str  # "verified", "mismatch: ...", "no manifest" or "not a bundle"
+
+
+def load_baseline(path: Path) -> Baseline:
+    """Read an earlier results.json, or the results.json of a bundle directory; BaselineError names the file."""
+    integrity = "not a bundle"
+    source = path
+    if path.is_dir():
+        source = path / "results.json"
+        if not source.is_file():
+            raise BaselineError(
+                f"--dgxspark-baseline {path}: no results.json in this directory "
+                "(expected an earlier results.json or bundle directory)"
+            )
+        integrity = _integrity(path)
+    elif not path.is_file():
+        raise BaselineError(f"--dgxspark-baseline {path}: no such file or directory")
+    try:
+        results = json.loads(source.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BaselineError(f"--dgxspark-baseline {source}: cannot be read ({exc})") from exc
+    except json.JSONDecodeError as exc:
+        raise BaselineError(
+            f"--dgxspark-baseline {source}: not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
+        ) from exc
+    problems = _shape_problems(results)
+    if problems:
+        raise BaselineError(f"--dgxspark-baseline {source}: not a dgxspark results.json: {'; '.join(problems)}")
+    return Baseline(source, results, integrity)
+
+
+def _integrity(run_dir: Path) -> str:
+    try:
+        check = check_manifest(run_dir)
+    except ManifestError:
+        return "no manifest"
+    return "verified" if check.ok else "mismatch: " + ", ".join(check.problems())
+
+
+def _shape_problems(results: Any) -> list[str]:
+    if not isinstance(results, dict):
+        return [f"expected a JSON object, got {type(results).__name__}"]
+    problems = []
+    if not isinstance(results.get("run"), dict):
+        problems.append("'run' must be an object")
+    rules = results.get("rules")
+    if not isinstance(rules, list):
+        problems.append("'rules' must be a list")
+    else:
+        for index, rule in enumerate(rules):
+            if not isinstance(rule, dict) or not isinstance(rule.get("id"), str) or "status" not in rule:
+                problems.append(f"rules[{index}] must be an object with 'id' and 'status'")
+                break
+    if "provenance" in results and not isinstance(results["provenance"], dict):
+        problems.append("'provenance' must be an object")
+    return problems
+
+
+def _statuses(results: dict[str, Any]) -> dict[str, str]:
+    return {rule["id"]: rule.get("status") for rule in results.get("rules", [])}
+
+
+def provenance_changes(before: Any, after: Any) -> list[dict[str, Any]]:
+    """Every provenance value that differs, per scope (node None for the cluster) and key, with from/to."""
+    old, new = facts.scopes(before), facts.scopes(after)
+    changes: list[dict[str, Any]] = []
+    for scope in [facts.CLUSTER, *sorted((set(old) | set(new)) - {facts.CLUSTER})]:
+        node = scope or None
+        if scope not in old or scope not in new:
+            changes.append({"node": node, "key": "(node)", "from": "present" if scope in old else None,
+                            "to": "present" if scope in new else None})
+            continue
+        for key in sorted(set(old[scope]) | set(new[scope])):
+            if old[scope].get(key) != new[scope].get(key):
+                changes.append({"node": node, "key": key, "from": old[scope].get(key), "to": new[scope].get(key)})
+    return changes
+
+
+def compute_drift(baseline: Baseline, current: dict[str, Any]) -> dict[str, Any]:
+    """The drift section of results.json: current against the baseline run."""
+    before, after = _statuses(baseline.results), _statuses(current)
+    changes = [
+        {"rule": rule, "from": before.get(rule), "to": after.get(rule)}
+        for rule in [*after, *(r for r in before if r not in after)]
+        if before.get(rule) != after.get(rule)
+    ]
+    run = baseline.results.get("run", {})
+    return {
+        "baseline": {
+            "path": str(baseline.path),
+            "run_id": run.get("id"),
+            "started": run.get("started"),
+            "simulated": run.get("simulated"),
+            "verdict": baseline.results.get("verdict"),
+            "integrity": baseline.integrity,
+        },
+        "regressed": [c for c in changes if c["from"] == "passed" and c["to"] in BROKEN],
+        "recovered": [c for c in changes if c["from"] in BROKEN and c["to"] == "passed"],
+        "newly_waived": [c for c in changes if c["to"] == "waived"],
+        "status_changes": changes,
+        "provenance": provenance_changes(baseline.results.get("provenance"), current.get("provenance")),
+    }

@@ -1,0 +1,148 @@
+"""The message catalog of the handover summary: every label in Korean and English."""
+from __future__ import annotations
+
+from markupsafe import Markup, escape
+
+LANGS = ("ko", "en", "both")
+
+# key -> (Korean, English)
+MESSAGES: dict[str, tuple[str, str]] = {
+    "doc_title": ("DGX Spark 클러스터 인수 확인서", "DGX Spark cluster handover summary"),
+    "verdict": ("판정", "Verdict"),
+    "verdict.ACCEPTED": ("합격", "ACCEPTED"),
+    "verdict.REJECTED": ("불합격", "REJECTED"),
+    "verdict.INCOMPLETE": ("미완료", "INCOMPLETE"),
+    "verdict_reasons": ("판정 사유", "Reasons"),
+    "simulated": ("모의 환경 (테스트베드) 실행 — 인수 승인으로 사용할 수 없음",
+                  "SIMULATED (testbed) run — never a handover acceptance"),
+    "handover_mode": ("인수 모드", "Handover mode"),
+    "run": ("실행 정보", "Run"),
+    "site": ("사이트", "Site"),
+    "cluster": ("클러스터", "Cluster"),
+    "nodes": ("노드", "Nodes"),
+    "run_id": ("실행 ID", "Run id"),
+    "testbed": ("테스트베드 시나리오", "Testbed scenario"),
+    "started": ("시작", "Started"),
+    "finished": ("종료", "Finished"),
+    "operator": ("수행자", "Operator"),
+    "runner": ("실행 호스트", "Runner host"),
+    "counts": ("상태별 규칙 수", "Rules by status"),
+    "yes": ("예", "yes"),
+    "no": ("아니오", "no"),
+    "none": ("없음", "none"),
+    "ladder": ("계층 사다리 (아래에서 위로)", "Layer ladder (bottom-up)"),
+    "layer": ("계층", "Layer"),
+    "state": ("상태", "State"),
+    "lowest_broken": ("가장 낮은 고장 계층", "Lowest broken layer"),
+    "root_causes": ("근본 원인", "Root causes"),
+    "remediation": ("조치", "Remediation"),
+    "matrix": ("추적성 매트릭스", "Traceability matrix"),
+    "rule": ("규칙", "Rule"),
+    "adr_section": ("ADR 절", "ADR section"),
+    "statement": ("ADR 문장 / 제목", "ADR sentence / title"),
+    "status": ("상태", "Status"),
+    "tests": ("테스트", "Tests"),
+    "evidence": ("증거", "evidence"),
+    "blocked_by": ("차단 원인", "blocked by"),
+    "waived_by": ("면제", "waiver"),
+    "provenance": ("구성 정보 (노드별)", "Provenance (per node)"),
+    "cluster_level": ("클러스터 공통", "Cluster"),
+    "waivers": ("면제 대장", "Waiver register"),
+    "reason": ("사유", "Reason"),
+    "approver": ("승인자", "Approver"),
+    "role": ("직무", "Role"),
+    "ticket": ("티켓 / ADR", "Ticket / ADR"),
+    "expires": ("만료일", "Expires"),
+    "expired": ("만료됨", "expired"),
+    "valid": ("유효", "valid"),
+    "manual_checks": ("수동 점검", "Manual checks"),
+    "check": ("점검 항목", "Check"),
+    "attester": ("확인자", "Attester"),
+    "date": ("날짜", "Date"),
+    "note": ("비고", "Note"),
+    "attested": ("확인됨", "attested"),
+    "not_attested": ("미확인", "not attested"),
+    "drift": ("기준 대비 변경 (드리프트)", "Drift since baseline"),
+    "baseline": ("기준 실행", "Baseline run"),
+    "regressed": ("퇴행", "Regressed"),
+    "recovered": ("회복", "Recovered"),
+    "newly_waived": ("신규 면제", "Newly waived"),
+    "status_changes": ("상태 변경", "Status changes"),
+    "provenance_changes": ("구성 변경", "Provenance changes"),
+    "from": ("이전", "from"),
+    "to": ("현재", "to"),
+    "key": ("항목", "Key"),
+    "no_changes": ("변경 없음", "no changes"),
+    "signoff": ("서명", "Sign-off"),
+    "signoff.vendor": ("공급사 엔지니어", "Vendor engineer"),
+    "signoff.it": ("병원 IT 담당", "Hospital IT"),
+    "signoff.security": ("정보보호 책임자", "Security officer"),
+    "name": ("성명", "Name"),
+    "signature": ("서명", "Signature"),
+    "integrity": ("무결성: 이 번들은 MANIFEST.sha256으로 검증합니다",
+                  "Integrity: verify this bundle against MANIFEST.sha256"),
+    "status.passed": ("통과", "passed"),
+    "status.failed": ("실패", "failed"),
+    "status.blocked": ("차단됨", "blocked"),
+    "status.error": ("오류", "error"),
+    "status.not-applicable": ("해당 없음", "not applicable"),
+    "status.waived": ("면제", "waived"),
+    "status.untested": ("미시험", "untested"),
+    "status.skipped": ("건너뜀", "skipped"),
+    "prov.dgx_os": ("DGX OS", "DGX OS"),
+    "prov.os": ("운영체제", "OS"),
+    "prov.kernel": ("커널", "Kernel"),
+    "prov.arch": ("아키텍처", "Architecture"),
+    "prov.driver": ("NVIDIA 드라이버", "NVIDIA driver"),
+    "prov.driver_flavour": ("드라이버 종류", "Driver flavour"),
+    "prov.cuda": ("CUDA 버전", "CUDA version"),
+    "prov.rke2": ("RKE2", "RKE2"),
+    "prov.containerd": ("containerd", "containerd"),
+    "prov.cilium": ("Cilium", "Cilium"),
+    "prov.gpu_operator_chart": ("GPU Operator 차트", "GPU Operator chart"),
+    "prov.gpu_operator": ("GPU Operator", "GPU Operator"),
+    "prov.device_plugin": ("디바이스 플러그인", "Device plugin"),
+    "prov.cluster_uid": ("클러스터 UID", "Cluster UID"),
+    "prov.uid": ("클러스터 UID", "Cluster UID"),
+    "prov.kubernetes": ("Kubernetes", "Kubernetes"),
+    "prov.os_image": ("OS 이미지", "OS image"),
+    "prov.nvidia_driver": ("NVIDIA 드라이버", "NVIDIA driver"),
+    "prov.nvidia_driver_flavour": ("드라이버 종류", "Driver flavour"),
+    "prov.cuda_version": ("CUDA 버전", "CUDA version"),
+    "prov.rke2_version": ("RKE2 (kubelet)", "RKE2 (kubelet)"),
+    "prov.containerd_version": ("컨테이너 런타임", "Container runtime"),
+    "prov.cilium_version": ("Cilium", "Cilium"),
+    "prov.gpu_operator_chart_version": ("GPU Operator 차트", "GPU Operator chart"),
+    "prov.gpu_operator_image": ("GPU Operator 이미지", "GPU Operator image"),
+    "prov.device_plugin_version": ("디바이스 플러그인", "Device plugin"),
+    "prov.gpu_product": ("GPU 제품", "GPU product"),
+    "prov.server": ("API 서버", "API server"),
+    "prov.address": ("주소", "Address"),
+}
+
+
+def text(key: str, lang: str) -> str:
+    """The plain-text label of key in one language ('both' joins them with ' / ')."""
+    ko, en = MESSAGES[key]
+    if lang == "ko":
+        return ko
+    if lang == "en":
+        return en
+    return en if ko == en else f"{ko} / {en}"
+
+
+def markup(key: str, lang: str) -> Markup:
+    """The HTML label of key: one language, or both with their lang attributes."""
+    ko, en = MESSAGES[key]
+    if lang == "ko":
+        return Markup('<span lang="ko">{}</span>').format(ko)
+    if lang == "en" or ko == en:
+        return Markup('<span lang="en">{}</span>').format(en)
+    return Markup('<span lang="ko">{}</span><span class="sep"> / </span><span lang="en">{}</span>').format(
+        escape(ko), escape(en)
+    )
+
+
+def has(key: str) -> bool:
+    """Whether the catalog has a label for key."""
+    return key in MESSAGES

@@ -1,0 +1,59 @@
+"""End to end: drift between two testbed runs (healthy, then a fault scenario), and the bundle verifies."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_dgxspark.report import cli
+
+REPO = Path(__file__).resolve().parents[1]
+BROKEN = ("failed", "error", "blocked")
+
+
+def _fault_scenario() -> tuple[str, dict[str, str]] | None:
+    try:
+        from pytest_dgxspark.testbed import scenario
+    except ImportError:
+        return None
+    healthy = scenario.load("healthy").expect["rules"]
+    for name, _ in scenario.bundled():
+        rules = scenario.load(name).expect["rules"]
+        if name != "healthy" and any(healthy.get(r) == "passed" and s in BROKEN for r, s in rules.items()):
+            return name, rules
+    return None
+
+
+def _run(report_dir: Path, *args: str) -> dict:
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "suites", "--report-dir", str(report_dir), "-p", "no:cacheprovider",
+         "-q", "--no-header", *args],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )
+    results = report_dir / "latest" / "results.json"
+    assert results.is_file(), f"no results.json\n{proc.stdout[-3000:]}\n{proc.stderr[-2000:]}"
+    return json.loads(results.read_text(encoding="utf-8"))
+
+
+@pytest.mark.skipif(not Path("/usr/sbin/sshd").exists(), reason="the testbed needs openssh-server")
+def test_drift_between_a_healthy_and_a_fault_testbed_run(tmp_path: Path) -> None:
+    fault = _fault_scenario()
+    if fault is None:
+        pytest.skip("no bundled fault scenario that breaks a rule the healthy one passes")
+    name, expected = fault
+    healthy_doc = _run(tmp_path / "a", "--testbed", "healthy")
+    baseline = (tmp_path / "a" / "latest").resolve()
+    assert cli.main(["verify", str(baseline)]) == 0
+    doc = _run(tmp_path / "b", "--testbed", name, "--dgxspark-baseline", str(baseline), "--dgxspark-operator", "CI")
+    before = {r["id"]: r["status"] for r in healthy_doc["rules"]}
+    want = sorted(r for r, s in expected.items() if s in BROKEN and before.get(r) == "passed")
+    assert sorted(c["rule"] for c in doc["drift"]["regressed"]) == want
+    assert doc["drift"]["baseline"] == {**doc["drift"]["baseline"], "run_id": healthy_doc["run"]["id"],
+                                        "integrity": "verified"}
+    run_dir = (tmp_path / "b" / "latest").resolve()
+    assert cli.main(["verify", str(run_dir)]) == 0
+    summary = (run_dir / "summary.html").read_text(encoding="utf-8")
+    assert '<section id="drift">' in summary and "SIMULATED" in summary
