@@ -1,0 +1,383 @@
+"""Tests of the RKE2 provisioning: syntax, rendered files, a fake host over real SSH, idempotence and check mode."""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+PROVISIONING = REPO / "provisioning"
+PLAYBOOKS = PROVISIONING / "playbooks"
+SITE = REPO / "sites" / "tirosh-home"
+FAKEHOST = Path(__file__).resolve().parent / "provisioning_fakehost"
+ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
+INSTALL_PLAYBOOKS = [PLAYBOOKS / "rke2-server-install.yml", PLAYBOOKS / "rke2-agent-install.yml"]
+RECAP = re.compile(r"^(?P<host>\S+)\s+:\s+ok=(?P<ok>\d+)\s+changed=(?P<changed>\d+)\s+unreachable=(?P<unreachable>\d+)"
+                   r"\s+failed=(?P<failed>\d+)", re.M)
+
+
+@dataclass(frozen=True)
+class Run:
+    """One ansible-playbook run: exit status, output and the recap counters per host."""
+
+    rc: int
+    output: str
+    recap: dict[str, dict[str, int]]
+
+    def changed(self, host: str = "gpu-01") -> int:
+        assert host in self.recap, f"no recap for {host} (rc={self.rc}):\n{self.output[-4000:]}"
+        return self.recap[host]["changed"]
+
+    def assert_ok(self) -> None:
+        failed = {h: c for h, c in self.recap.items() if c["failed"] or c["unreachable"]}
+        assert self.rc == 0 and not failed, f"ansible-playbook rc={self.rc} {failed}:\n{self.output[-6000:]}"
+
+
+def run_playbook(playbook: Path, inventory: Path, *args: str, env: dict[str, str] | None = None) -> Run:
+    """Run one playbook with the project's ansible.cfg and the site's vars; return its recap."""
+    environ = {**os.environ, "ANSIBLE_CONFIG": str(PROVISIONING / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1",
+               "ANSIBLE_FORCE_COLOR": "0", **(env or {})}
+    proc = subprocess.run(
+        [str(ANSIBLE_PLAYBOOK), "-i", str(inventory), "-e", f"rke2_site_dir={SITE}", *args, str(playbook)],
+        capture_output=True, text=True, env=environ, timeout=120, check=False)
+    output = proc.stdout + proc.stderr
+    recap = {m["host"]: {k: int(m[k]) for k in ("ok", "changed", "unreachable", "failed")} for m in RECAP.finditer(output)}
+    return Run(proc.returncode, output, recap)
+
+
+def load_filters(role: str, module: str) -> Any:
+    spec = importlib.util.spec_from_file_location(module, PROVISIONING / "roles" / role / "filter_plugins" / f"{module}.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_every_playbook_passes_syntax_check(tmp_path: Path) -> None:
+    playbooks = sorted(PLAYBOOKS.glob("*.yml"))
+    assert {p.name for p in playbooks} >= {"rke2-server-install.yml", "rke2-agent-install.yml", "rke2-status.yml",
+                                            "rke2-kubeconfig.yml", "rke2-gpu-operator-apply.yml", "rke2-argocd-register.yml"}
+    proc = subprocess.run([str(ANSIBLE_PLAYBOOK), "--syntax-check", "-i", str(SITE / "inventory.yml"),
+                           "-e", f"rke2_site_dir={SITE}", *map(str, playbooks)],
+                          capture_output=True, text=True, env={**os.environ, "ANSIBLE_CONFIG": str(PROVISIONING / "ansible.cfg")},
+                          timeout=60, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_install_playbooks_and_their_role_never_reference_the_gpu_operator() -> None:
+    sources = [*INSTALL_PLAYBOOKS, *sorted((PROVISIONING / "roles" / "rke2_common").rglob("*"))]
+    pattern = re.compile(r"gpu[-_ ]?operator|nvidia|kind:\s*HelmChart\s*$", re.I | re.M)
+    hits = [f"{p.relative_to(REPO)}: {m.group(0)!r}" for p in sources if p.is_file()
+            for m in pattern.finditer(p.read_text(encoding="utf-8"))]
+    assert hits == [], f"ADR 0002 §5-1: RKE2 install must not deploy the GPU Operator; found {hits}"
+    make = subprocess.run(["make", "-n", "-f", str(PROVISIONING / "rke2.mk"), "rke2/server/install", "rke2/agent/install"],
+                          cwd=REPO, capture_output=True, text=True, timeout=30, check=False)
+    assert make.returncode == 0, make.stderr
+    assert "rke2-server-install.yml" in make.stdout and "gpu-operator" not in make.stdout.lower(), make.stdout
+
+
+def test_install_role_never_installs_packages_or_another_runtime() -> None:
+    forbidden = {"ansible.builtin.apt", "ansible.builtin.package", "ansible.builtin.dnf", "ansible.builtin.yum",
+                 "ansible.builtin.pip", "ansible.builtin.apt_repository", "ansible.builtin.deb822_repository"}
+    used: set[str] = set()
+    for path in (PROVISIONING / "roles" / "rke2_common").rglob("*.yml"):
+        for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")):
+            for task in doc if isinstance(doc, list) else []:
+                used |= set(task).union(*(t.keys() for t in task.get("block", [])))
+    assert used & forbidden == set(), f"ADR 0001 §5-1: the RKE2 role must not install packages (Docker, containerd): {used & forbidden}"
+    text = "\n".join(p.read_text() for p in (PROVISIONING / "roles" / "rke2_common" / "tasks").glob("*.yml"))
+    assert not re.search(r"docker|containerd", text, re.I), "RKE2 tasks must not touch Docker or a separate containerd"
+
+
+# --- rendered files (connection local, everything under rke2_root in tmp_path) ---
+
+def local_inventory(tmp_path: Path) -> Path:
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"children": {"rke2_servers": {"hosts": {"gpu-01": {
+        "ansible_host": "192.168.10.21", "ansible_connection": "local", "ansible_become": False,
+        "ansible_python_interpreter": sys.executable}}}}}}))
+    return inventory
+
+
+def render(tmp_path: Path, *extra: str) -> tuple[Run, Path]:
+    root = tmp_path / "root"
+    result = run_playbook(INSTALL_PLAYBOOKS[0], local_inventory(tmp_path), "--tags", "rke2_config",
+                          "-e", f"rke2_root={root}", "-e", "rke2_manage_service=false", *extra)
+    return result, root
+
+
+def test_rendered_config_and_cilium_values_follow_the_tirosh_home_vars(tmp_path: Path) -> None:
+    result, root = render(tmp_path)
+    result.assert_ok()
+    config_path = root / "etc/rancher/rke2/config.yaml"
+    config = yaml.safe_load(config_path.read_text())
+    assert config == {
+        "write-kubeconfig-mode": "0600", "node-name": "gpu-01", "tls-san": ["192.168.10.21"], "cni": "cilium",
+        "disable-kube-proxy": False,
+        "node-label": ["node.tirosh.ai/role=gpu", "node.tirosh.ai/workload=ai", "node.tirosh.ai/model=dgx-spark",
+                       "nvidia.com/gpu.present=true"],
+    }
+    assert stat.S_IMODE(config_path.stat().st_mode) == 0o600
+    chart = yaml.safe_load((root / "var/lib/rancher/rke2/server/manifests/rke2-cilium-config.yaml").read_text())
+    assert (chart["apiVersion"], chart["kind"], chart["metadata"]) == (
+        "helm.cattle.io/v1", "HelmChartConfig", {"name": "rke2-cilium", "namespace": "kube-system"})
+    assert yaml.safe_load(chart["spec"]["valuesContent"]) == {
+        "kubeProxyReplacement": False, "encryption": {"enabled": False},
+        "hubble": {"enabled": False, "relay": {"enabled": False}, "ui": {"enabled": False}}}
+
+
+def test_rendered_taints_and_kube_proxy_replacement_when_enabled(tmp_path: Path) -> None:
+    result, root = render(tmp_path, "-e", json.dumps({
+        "rke2_node_taints": ["nvidia.com/gpu=true:NoSchedule"], "rke2_disable_kube_proxy": True,
+        "rke2_cilium": {"hubble_enabled": True, "kube_proxy_replacement": True, "wireguard_enabled": True}}))
+    result.assert_ok()
+    config = yaml.safe_load((root / "etc/rancher/rke2/config.yaml").read_text())
+    assert config["node-taint"] == ["nvidia.com/gpu=true:NoSchedule"] and config["disable-kube-proxy"] is True
+    chart = yaml.safe_load((root / "var/lib/rancher/rke2/server/manifests/rke2-cilium-config.yaml").read_text())
+    assert yaml.safe_load(chart["spec"]["valuesContent"]) == {
+        "kubeProxyReplacement": True, "k8sServiceHost": "localhost", "k8sServicePort": "6443",
+        "hubble": {"enabled": True, "relay": {"enabled": True}, "ui": {"enabled": True}},
+        "encryption": {"enabled": True, "type": "wireguard"}}
+
+
+def test_kube_proxy_replacement_without_disable_kube_proxy_is_refused_before_writing(tmp_path: Path) -> None:
+    result, root = render(tmp_path, "-e", json.dumps({
+        "rke2_cilium": {"hubble_enabled": False, "kube_proxy_replacement": True, "wireguard_enabled": False}}))
+    assert result.rc != 0 and "rke2_disable_kube_proxy == rke2_cilium.kube_proxy_replacement" in result.output
+    assert not root.exists()
+
+
+def test_rendered_agent_config_joins_the_first_server_without_the_token_in_config_or_output(tmp_path: Path) -> None:
+    inventory = tmp_path / "inventory.yml"
+    local = {"ansible_connection": "local", "ansible_become": False, "ansible_python_interpreter": sys.executable}
+    inventory.write_text(yaml.safe_dump({"all": {"children": {
+        "rke2_servers": {"hosts": {"gpu-01": {"ansible_host": "192.168.10.21", **local}}},
+        "rke2_agents": {"hosts": {"gpu-02": {"ansible_host": "192.168.10.22", **local}}}}}}))
+    root = tmp_path / "root"
+    result = run_playbook(INSTALL_PLAYBOOKS[1], inventory, "--tags", "rke2_config", "-e", f"rke2_root={root}",
+                          "-e", "rke2_manage_service=false", "-e", "rke2_token=K10secret::server:joinme")
+    result.assert_ok()
+    config = yaml.safe_load((root / "etc/rancher/rke2/config.yaml").read_text())
+    assert config["server"] == "https://192.168.10.21:9345" and config["node-name"] == "gpu-02"
+    assert config["token-file"] == f"{root}/etc/rancher/rke2/join-token" and "cni" not in config
+    token = root / "etc/rancher/rke2/join-token"
+    assert token.read_text() == "K10secret::server:joinme\n" and stat.S_IMODE(token.stat().st_mode) == 0o600
+    assert "joinme" not in result.output
+    assert not (root / "var/lib/rancher/rke2/server/manifests").exists()
+
+
+# --- the kubeconfig rename and merge, as data ---
+
+ADMIN = yaml.safe_load((FAKEHOST / "rke2.yaml").read_text())
+
+
+def test_rename_names_everything_after_the_context_and_points_at_the_node() -> None:
+    f = load_filters("rke2_kubeconfig", "rke2_kubeconfig")
+    renamed = f.rke2_kubeconfig_rename(ADMIN, "tirosh-home/rke2/gpu", "192.168.10.21")
+    assert [c["name"] for c in renamed["clusters"]] == [u["name"] for u in renamed["users"]] == \
+        [c["name"] for c in renamed["contexts"]] == ["tirosh-home/rke2/gpu"]
+    assert renamed["contexts"][0]["context"] == {"cluster": "tirosh-home/rke2/gpu", "user": "tirosh-home/rke2/gpu"}
+    assert renamed["clusters"][0]["cluster"] == {"certificate-authority-data": "RkFLRS1DQQ==",
+                                                 "server": "https://192.168.10.21:6443"}
+    assert f.rke2_kubeconfig_rename(ADMIN, "x", "fd00::5")["clusters"][0]["cluster"]["server"] == "https://[fd00::5]:6443"
+    for loopback in ("127.0.0.1", "::1", "localhost"):
+        with pytest.raises(Exception, match="not loopback"):
+            f.rke2_kubeconfig_rename(ADMIN, "x", loopback)
+
+
+def test_merge_puts_new_entries_first_replaces_stale_ones_and_keeps_current_context() -> None:
+    f = load_filters("rke2_kubeconfig", "rke2_kubeconfig")
+    new = f.rke2_kubeconfig_rename(ADMIN, "tirosh-home/rke2/gpu", "192.168.10.21")
+    existing = {"apiVersion": "v1", "kind": "Config", "current-context": "k3s",
+                "clusters": [{"name": "tirosh-home/rke2/gpu", "cluster": {"server": "https://old:6443"}},
+                             {"name": "k3s", "cluster": {"server": "https://10.0.0.2:6443"}}],
+                "users": [{"name": "k3s", "user": {"token": "t"}}],
+                "contexts": [{"name": "k3s", "context": {"cluster": "k3s", "user": "k3s"}}]}
+    merged = f.rke2_kubeconfig_merge(existing, new)
+    assert [c["name"] for c in merged["clusters"]] == ["tirosh-home/rke2/gpu", "k3s"]
+    assert merged["clusters"][0]["cluster"]["server"] == "https://192.168.10.21:6443"
+    assert merged["current-context"] == "k3s"
+    assert f.rke2_kubeconfig_merge(None, new)["current-context"] == "tirosh-home/rke2/gpu"
+
+
+def test_missing_labels_and_taints_compare_with_the_live_node() -> None:
+    f = load_filters("rke2_common", "rke2_node")
+    node = {"metadata": {"labels": {"a": "1", "b": "2"}}, "spec": {"taints": [{"key": "t", "effect": "NoSchedule"}]}}
+    assert f.rke2_missing_labels(node, ["a=1", "b=3", "c="]) == ["b=3", "c="]
+    assert f.rke2_missing_taints(node, ["t:NoSchedule", "t=:NoSchedule", "u=v:NoExecute"]) == ["u=v:NoExecute"]
+
+
+# --- a fake DGX Spark: real sshd on loopback, PATH shims for systemctl/kubectl, a fake install.sh ---
+
+@dataclass(frozen=True)
+class FakeHost:
+    """An sshd on 127.0.0.1 whose sessions see the shims first on PATH; the node's files live under root."""
+
+    inventory: Path
+    root: Path
+    state: Path
+    log: Path
+    home: Path
+    env: dict[str, str]
+
+    def calls(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.log.read_text().splitlines()] if self.log.exists() else []
+
+    def install(self, *args: str, root: Path | None = None) -> Run:
+        return run_playbook(INSTALL_PLAYBOOKS[0], self.inventory, "-e", f"rke2_root={root or self.root}",
+                            "-e", f"rke2_install_script_src={FAKEHOST / 'install.sh'}", "-e", "rke2_ready_delay=1",
+                            *args, env=self.env)
+
+    def playbook(self, playbook: Path, *args: str) -> Run:
+        return run_playbook(playbook, self.inventory, "-e", f"rke2_root={self.root}", *args, env=self.env)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def fake_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakeHost]:
+    if not Path("/usr/sbin/sshd").exists() or shutil.which("unshare") is None or os.geteuid() != 0:
+        pytest.skip("the fake host needs root, /usr/sbin/sshd and unshare")
+    tmp = tmp_path_factory.mktemp("fakehost")
+    root, state, home, bindir = tmp / "root", tmp / "state", tmp / "home", tmp / "bin"
+    for d in (root, state, home, bindir):
+        d.mkdir()
+    for shim in ("systemctl", "kubectl"):
+        (bindir / shim).symlink_to(FAKEHOST / shim)
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp / "host_key")], check=True)
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp / "id_ed25519")], check=True)
+    shutil.copy(tmp / "id_ed25519.pub", tmp / "authorized_keys")
+    port = free_port()
+    cpdir = tempfile.mkdtemp(prefix="dgxcp", dir="/tmp")
+    (tmp / "known_hosts").write_text(f"[127.0.0.1]:{port} {(tmp / 'host_key.pub').read_text()}")
+    path = f"{bindir}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+    (tmp / "sshd_config").write_text("\n".join([
+        f"Port {port}", "ListenAddress 127.0.0.1", f"HostKey {tmp / 'host_key'}",
+        f"AuthorizedKeysFile {tmp / 'authorized_keys'}", "PermitRootLogin prohibit-password",
+        "PasswordAuthentication no", "KbdInteractiveAuthentication no", "PubkeyAuthentication yes", "UsePAM no",
+        "StrictModes no", f"PidFile {tmp / 'sshd.pid'}", "Subsystem sftp internal-sftp",
+        f"SetEnv PATH={path} RKE2_FAKE_ROOT={root} RKE2_FAKE_STATE={state} RKE2_FAKE_LOG={tmp / 'calls.jsonl'}", ""]))
+    # sshd wants /run/sshd: give it a private tmpfs /run in its own mount namespace, nothing on the real host.
+    sshd = subprocess.Popen(
+        ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+         f"mount -t tmpfs tmpfs /run && mkdir /run/sshd && exec /usr/sbin/sshd -D -e -f {tmp / 'sshd_config'}"],
+        stdout=subprocess.DEVNULL, stderr=open(tmp / "sshd.log", "w"), start_new_session=True)
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                assert sshd.poll() is None and time.monotonic() < deadline, (tmp / "sshd.log").read_text()
+                time.sleep(0.1)
+        inventory = tmp / "inventory.yml"
+        inventory.write_text(yaml.safe_dump({"all": {"children": {"rke2_servers": {"hosts": {"gpu-01": {
+            "ansible_host": "127.0.0.1", "ansible_port": port, "ansible_user": "root", "ansible_become": False,
+            "ansible_ssh_private_key_file": str(tmp / "id_ed25519"), "ansible_python_interpreter": sys.executable,
+            "ansible_ssh_common_args": f"-o UserKnownHostsFile={tmp / 'known_hosts'} -o IdentitiesOnly=yes",
+            "rke2_api_address": "192.168.10.21"}}}}}}))
+        # One multiplexed connection for all runs (a short socket path: unix sockets have a 108-byte limit).
+        control = f"-o ControlMaster=auto -o ControlPersist=60s -o ControlPath={cpdir}/%C"
+        yield FakeHost(inventory, root, state, tmp / "calls.jsonl", home, {"ANSIBLE_SSH_ARGS": control})
+    finally:
+        subprocess.run(["ssh", "-o", f"ControlPath={cpdir}/%C", "-p", str(port), "-O", "exit", "root@127.0.0.1"],
+                       capture_output=True, timeout=10, check=False)
+        os.killpg(sshd.pid, signal.SIGTERM)
+        sshd.wait(timeout=10)
+        shutil.rmtree(cpdir, ignore_errors=True)
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
+            for p in sorted(root.rglob("*"))}
+
+
+def test_check_mode_on_a_fresh_host_shows_the_writes_and_writes_nothing(fake_host: FakeHost, tmp_path: Path) -> None:
+    fresh = tmp_path / "fresh-root"
+    fresh.mkdir()
+    result = fake_host.install("--check", "--diff", root=fresh)
+    result.assert_ok()
+    assert result.changed() >= 3, result.output
+    assert '+node-name: "gpu-01"' in result.output and "+cni: \"cilium\"" in result.output
+    assert list(fresh.iterdir()) == []
+    assert [c for c in fake_host.calls() if c["cmd"] != "systemctl" or c["args"][0] not in ("show", "is-enabled")] == []
+
+
+def test_first_install_writes_config_installs_the_pinned_release_and_starts_the_server(fake_host: FakeHost) -> None:
+    result = fake_host.install()
+    result.assert_ok()
+    assert result.changed() >= 5
+    assert yaml.safe_load((fake_host.root / "etc/rancher/rke2/config.yaml").read_text())["cni"] == "cilium"
+    assert (fake_host.root / "var/lib/rancher/rke2/server/manifests/rke2-cilium-config.yaml").is_file()
+    calls = fake_host.calls()
+    installs = [c["args"] for c in calls if c["cmd"] == "install.sh"]
+    assert installs == [["v1.34.10+rke2r1", "server", f"{fake_host.root}/usr/local", ""]]
+    verbs = [c["args"][0] for c in calls if c["cmd"] == "systemctl"]
+    assert verbs.count("start") == 1 and "enable" in verbs and verbs.index("start") > verbs.index("daemon-reload"), verbs
+    labels = json.loads((fake_host.state / "node.json").read_text())["metadata"]["labels"]
+    assert labels["node.tirosh.ai/role"] == "gpu" and labels["node.tirosh.ai/model"] == "dgx-spark"
+
+
+def test_second_install_reports_no_change(fake_host: FakeHost) -> None:
+    before = len(fake_host.calls())
+    result = fake_host.install()
+    result.assert_ok()
+    assert result.changed() == 0, result.output[-6000:]
+    mutating = [c for c in fake_host.calls()[before:]
+                if c["cmd"] == "install.sh" or c["args"][0] in ("enable", "start", "restart", "label", "taint")]
+    assert mutating == []
+
+
+def test_check_mode_after_install_changes_nothing(fake_host: FakeHost) -> None:
+    before = snapshot(fake_host.root)
+    result = fake_host.install("--check", "--diff")
+    result.assert_ok()
+    assert result.changed() == 0, result.output[-6000:]
+    assert snapshot(fake_host.root) == before
+
+
+def test_kubeconfig_merge_renames_to_the_site_context_and_is_idempotent(fake_host: FakeHost) -> None:
+    out = fake_host.home / ".kube" / "config"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Config", "current-context": "tirosh-home/k3s/argocd",
+                                   "clusters": [{"name": "tirosh-home/k3s/argocd", "cluster": {"server": "https://10.0.0.2:6443"}}],
+                                   "users": [{"name": "tirosh-home/k3s/argocd", "user": {"token": "x"}}],
+                                   "contexts": [{"name": "tirosh-home/k3s/argocd",
+                                                 "context": {"cluster": "tirosh-home/k3s/argocd", "user": "tirosh-home/k3s/argocd"}}]}))
+    args = ("-e", f"rke2_kubeconfig_out={out}")
+    first = fake_host.playbook(PLAYBOOKS / "rke2-kubeconfig.yml", *args)
+    first.assert_ok()
+    assert first.changed() == 1
+    merged = yaml.safe_load(out.read_text())
+    name = "tirosh-home/rke2/gpu"
+    assert [merged[k][0]["name"] for k in ("clusters", "users", "contexts")] == [name, name, name]
+    assert merged["contexts"][0]["context"] == {"cluster": name, "user": name}
+    assert merged["clusters"][0]["cluster"]["server"] == "https://192.168.10.21:6443"
+    assert merged["contexts"][1]["name"] == "tirosh-home/k3s/argocd" and merged["current-context"] == "tirosh-home/k3s/argocd"
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600
+    assert "RkFLRS1LRVk=" not in first.output, "the client key must never reach the output"
+    second = fake_host.playbook(PLAYBOOKS / "rke2-kubeconfig.yml", *args)
+    second.assert_ok()
+    assert second.changed() == 0
