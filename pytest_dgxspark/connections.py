@@ -44,7 +44,7 @@ class Connections:
         """The RKE2 cluster (the site's context of the kubeconfig)."""
         if self._cluster is None:
             if self.targets.kubeconfig is None:
-                raise pytest.UsageError(
+                raise ClusterUnreachable(
                     f"no kubeconfig for context {self.targets.context!r}: give the site's kubeconfig (sites/<site>/rke2/"
                     "kubeconfig.yml, KUBECONFIG or ~/.kube/config) or run with --testbed"
                 )

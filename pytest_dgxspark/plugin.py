@@ -59,6 +59,11 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("dgxspark_rules") and config.args_source != pytest.Config.ArgsSource.ARGS and suites.is_dir():
         config.args[:] = [str(suites)]
     config.pluginmanager.register(runfixtures, "dgxspark_runfixtures")
+    if is_active(config) and not config.getoption("dgxspark_rules"):
+        # Only files are read here (site, scenario, governance): host parametrization needs the host names.
+        state: RunState = load_run(config, config.stash[catalog_key])
+        config.stash[state_key] = state
+        config.stash[targets_key] = state.targets
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -79,11 +84,6 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
             item.add_marker("gpu")
         item.add_marker(pytest.mark.order(order[rule.id] + 1))
     items.sort(key=lambda i: order.get(item_rule(i) or "", len(order)))
-    if config.getoption("dgxspark_rules"):
-        return
-    state: RunState = load_run(config, catalog)
-    config.stash[state_key] = state
-    config.stash[targets_key] = state.targets
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

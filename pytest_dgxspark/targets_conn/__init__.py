@@ -1,0 +1,1 @@
+"""Transports of a run: SSH hosts (ssh.py) and Kubernetes clusters (cluster.py)."""

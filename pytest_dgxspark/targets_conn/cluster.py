@@ -1,0 +1,237 @@
+"""A Kubernetes cluster over the official client: each kind listed once per run, retries, clear errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import urllib3
+from kubernetes import client as k8s_client
+from kubernetes import config as k8s_config
+from kubernetes.client.exceptions import ApiException
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
+
+from pytest_dgxspark.outcome import TargetError
+from pytest_dgxspark.parsing import node_internal_ips
+
+REQUEST_TIMEOUT = (10, 60)
+
+# kind -> (API path prefix, resource, namespaced)
+KINDS: dict[str, tuple[str, str, bool]] = {
+    "nodes": ("/api/v1", "nodes", False),
+    "namespaces": ("/api/v1", "namespaces", False),
+    "pods": ("/api/v1", "pods", True),
+    "events": ("/api/v1", "events", True),
+    "secrets": ("/api/v1", "secrets", True),
+    "configmaps": ("/api/v1", "configmaps", True),
+    "daemonsets": ("/apis/apps/v1", "daemonsets", True),
+    "deployments": ("/apis/apps/v1", "deployments", True),
+    "jobs": ("/apis/batch/v1", "jobs", True),
+    "runtimeclasses": ("/apis/node.k8s.io/v1", "runtimeclasses", False),
+    "helmcharts": ("/apis/helm.cattle.io/v1", "helmcharts", True),
+    "helmchartconfigs": ("/apis/helm.cattle.io/v1", "helmchartconfigs", True),
+    "clusterpolicies": ("/apis/nvidia.com/v1", "clusterpolicies", False),
+    "ciliumnodes": ("/apis/cilium.io/v2", "ciliumnodes", False),
+}
+# kinds too sensitive or too large to list cluster-wide: always listed per namespace
+_NAMESPACE_ONLY = {"secrets", "configmaps"}
+
+
+class ClusterUnreachable(TargetError):
+    """The Kubernetes API could not be reached or refused the request."""
+
+
+def _transient(error: BaseException) -> bool:
+    if isinstance(error, ApiException):
+        return error.status in (429, 500, 502, 503, 504) or error.status == 0
+    if isinstance(error, urllib3.exceptions.MaxRetryError):
+        error = error.reason or error
+    # a reset or dropped connection is transient; a refused or timed-out connect is not retried
+    return isinstance(error, (urllib3.exceptions.ProtocolError, ConnectionResetError))
+
+
+class Cluster:
+    """One kubeconfig context. `list(kind)` returns plain dicts, fetched once per run per kind."""
+
+    def __init__(self, kubeconfig: Path | str | None, context: str) -> None:
+        self.kubeconfig = Path(kubeconfig) if kubeconfig else None
+        self.context = context
+        self._api: k8s_client.ApiClient | None = None
+        self._cache: dict[tuple[str, str | None, str | None], list[dict[str, Any]]] = {}
+        self._version: dict[str, Any] | None = None
+        self._failure: str | None = None
+        self.list_calls: dict[str, int] = {}
+        self.management: Cluster | None = None  # the Argo CD management cluster, set by Connections
+
+    def __repr__(self) -> str:
+        return f"Cluster(context={self.context!r})"
+
+    @property
+    def where(self) -> str:
+        """'context X (https://host:6443)' for messages."""
+        host = self._api.configuration.host if self._api is not None else "?"
+        return f"Kubernetes API of context {self.context!r} ({host})"
+
+    @property
+    def server(self) -> str:
+        """The API server URL of the context."""
+        return self.api.configuration.host
+
+    @property
+    def api(self) -> k8s_client.ApiClient:
+        """The ApiClient (built on first use, from the kubeconfig context)."""
+        if self._api is None:
+            configuration = k8s_client.Configuration()
+            try:
+                k8s_config.load_kube_config(
+                    config_file=str(self.kubeconfig) if self.kubeconfig else None,
+                    context=self.context,
+                    client_configuration=configuration,
+                )
+            except (k8s_config.ConfigException, OSError, ValueError) as error:
+                raise ClusterUnreachable(
+                    f"kubeconfig {self.kubeconfig or '~/.kube/config'}: cannot use context {self.context!r}: {error}"
+                ) from None
+            configuration.retries = 1
+            self._api = k8s_client.ApiClient(configuration)
+        return self._api
+
+    @property
+    def core(self) -> k8s_client.CoreV1Api:
+        """CoreV1Api over the same client (for the CUDA sample pod, the only writer)."""
+        return k8s_client.CoreV1Api(self.api)
+
+    def _raise_if_failed(self) -> None:
+        if self._failure is not None:
+            raise ClusterUnreachable(self._failure)
+
+    def get(self, path: str, query: list[tuple[str, Any]] | None = None) -> Any:
+        """GET an API path as parsed JSON, retrying transient failures; ClusterUnreachable otherwise."""
+        self._raise_if_failed()
+        api = self.api
+        try:
+            for attempt in Retrying(
+                stop=stop_after_attempt(3),
+                wait=wait_exponential(multiplier=0.5, max=4),
+                retry=retry_if_exception(_transient),
+                reraise=True,
+            ):
+                with attempt:
+                    method, url, headers, _, _ = api.param_serialize(
+                        "GET",
+                        path,
+                        query_params=query or [],
+                        header_params={"Accept": "application/json"},
+                        auth_settings=["BearerToken"],
+                    )
+                    response = api.call_api(method, url, header_params=headers, _request_timeout=REQUEST_TIMEOUT)
+                    data = response.read()
+                    if not 200 <= response.status <= 299:
+                        raise ApiException(status=response.status, reason=response.reason)
+                    return json.loads(data)
+        except ApiException as error:
+            if error.status == 404:
+                raise
+            if error.status in (401, 403):
+                raise ClusterUnreachable(
+                    f"{self.where} refused GET {path}: HTTP {error.status} {error.reason} "
+                    "(check the kubeconfig credentials of the context)"
+                ) from None
+            self._failure = f"{self.where} failed GET {path}: HTTP {error.status} {error.reason}"
+            raise ClusterUnreachable(self._failure) from None
+        except (urllib3.exceptions.HTTPError, OSError) as error:
+            self._failure = f"{self.where} unreachable: {type(error).__name__}: {error}"
+            raise ClusterUnreachable(self._failure) from None
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def connect(self) -> Cluster:
+        """Reach the API once (GET /version); ClusterUnreachable when it cannot."""
+        self.version()
+        return self
+
+    def version(self) -> dict[str, Any]:
+        """The /version document (fetched once)."""
+        if self._version is None:
+            self._version = self.get("/version")
+        return self._version
+
+    def list(
+        self, kind: str, namespace: str | None = None, label_selector: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Objects of a kind as plain dicts; cluster-wide kinds are listed once and filtered locally.
+
+        A kind whose API is not served (CRD not installed) lists as [].
+        """
+        if kind not in KINDS:
+            raise KeyError(f"unknown kind {kind!r}; known: {sorted(KINDS)}")
+        prefix, resource, namespaced = KINDS[kind]
+        scoped = kind in _NAMESPACE_ONLY
+        key = (kind, namespace if scoped else None, label_selector if scoped else None)
+        if key not in self._cache:
+            if scoped and not namespace:
+                raise ValueError(f"{kind} are only listed per namespace")
+            path = f"{prefix}/namespaces/{namespace}/{resource}" if scoped else f"{prefix}/{resource}"
+            self._cache[key] = self._list_all(path, label_selector if scoped else None)
+            self.list_calls[kind] = self.list_calls.get(kind, 0) + 1
+        items = self._cache[key]
+        if namespaced and namespace and not scoped:
+            items = [i for i in items if (i.get("metadata") or {}).get("namespace") == namespace]
+        if label_selector and not scoped:
+            wanted = _parse_selector(label_selector)
+            items = [i for i in items if _labels_match((i.get("metadata") or {}).get("labels") or {}, wanted)]
+        return items
+
+    def _list_all(self, path: str, label_selector: str | None) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        token: str | None = None
+        while True:
+            query: list[tuple[str, Any]] = [("limit", 500)]
+            if token:
+                query.append(("continue", token))
+            if label_selector:
+                query.append(("labelSelector", label_selector))
+            try:
+                document = self.get(path, query)
+            except ApiException as error:  # 404: the API (a CRD) is not served
+                if error.status == 404:
+                    return []
+                raise
+            items.extend(document.get("items") or [])
+            token = (document.get("metadata") or {}).get("continue")
+            if not token:
+                return items
+
+    def cached(self, kind: str) -> list[dict[str, Any]] | None:
+        """A kind's cluster-wide list if it was already fetched, else None (never connects)."""
+        return self._cache.get((kind, None, None))
+
+    # --- conveniences -----------------------------------------------------------------------
+
+    @property
+    def nodes(self) -> list[dict[str, Any]]:
+        """All Nodes."""
+        return self.list("nodes")
+
+    def node_for(self, spec: Any) -> dict[str, Any] | None:
+        """The Node of an inventory host: same name, else the InternalIP equals the host's address."""
+        nodes = self.nodes
+        for node in nodes:
+            if node["metadata"]["name"] == spec.name:
+                return node
+        for node in nodes:
+            if spec.address in node_internal_ips(node):
+                return node
+        return None
+
+
+def _parse_selector(selector: str) -> dict[str, str | None]:
+    wanted: dict[str, str | None] = {}
+    for part in selector.split(","):
+        key, sep, value = part.partition("=")
+        wanted[key.strip()] = value.strip().lstrip("=") if sep else None
+    return wanted
+
+
+def _labels_match(labels: dict[str, str], wanted: dict[str, str | None]) -> bool:
+    return all(key in labels and (value is None or labels[key] == value) for key, value in wanted.items())

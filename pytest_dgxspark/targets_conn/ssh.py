@@ -1,0 +1,184 @@
+"""Hosts over SSH: testinfra's ssh backend with one ControlMaster per host, timeouts and unreachable memory."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from typing import Any
+
+from testinfra.backend.base import CommandResult
+from testinfra.backend.ssh import SshBackend
+from testinfra.host import Host
+
+from pytest_dgxspark.outcome import TargetError
+
+CONNECT_TIMEOUT_S = 10
+COMMAND_TIMEOUT_S = 60
+TIMEOUT_EXIT = 124
+
+_SSH_FAILURE = re.compile(
+    r"^ssh:|Connection (refused|timed out|closed|reset)|Permission denied|Host key verification failed|"
+    r"Could not resolve|kex_exchange|No route to host|Network is unreachable|banner exchange|"
+    r"Operation timed out|control socket|mux_client",
+    re.IGNORECASE | re.MULTILINE,
+)
+
+
+class HostUnreachable(TargetError):
+    """A host could not be reached over SSH (the message names host, address and the SSH error)."""
+
+
+def timed_out(result: CommandResult) -> bool:
+    """Whether a command was killed by the per-command timeout on the target."""
+    return result.rc in (TIMEOUT_EXIT, 128 + 9, 137)
+
+
+class _GuardedSshBackend(SshBackend):
+    """testinfra's ssh backend with a per-command timeout on the target and unreachable detection."""
+
+    NAME = "dgxspark-ssh"
+
+    def __init__(self, hostspec: str, target: HostTarget, **kwargs: Any) -> None:
+        self._target = target
+        self._local_limit = COMMAND_TIMEOUT_S + 30
+        super().__init__(hostspec, **kwargs)
+
+    def get_sudo_command(self, command: str, sudo_user: str | None) -> str:
+        if sudo_user is None:
+            return self.quote("sudo -n /bin/sh -c %s", command)
+        return self.quote("sudo -n -u %s /bin/sh -c %s", sudo_user, command)
+
+    def run(self, command: str, *args: str, **kwargs: Any) -> CommandResult:
+        self._target.raise_if_unreachable()
+        limit = int(kwargs.pop("timeout", None) or COMMAND_TIMEOUT_S)
+        inner = self.get_command(command, *args)
+        wrapped = self.quote(f"timeout -k 5 {limit} /bin/sh -c %s", inner)
+        self._local_limit = limit + CONNECT_TIMEOUT_S + 20
+        return self.run_ssh(wrapped)
+
+    def run_local(self, command: str, *args: str) -> CommandResult:
+        cmd = self.encode(self.quote(command, *args))
+        proc = subprocess.Popen(cmd, shell=True, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            stdout, stderr = proc.communicate(timeout=self._local_limit)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            stdout, stderr = proc.communicate()
+            return self.result(TIMEOUT_EXIT, cmd, stdout, stderr + b"\nssh session did not return in time")
+        return self.result(proc.returncode, cmd, stdout, stderr)
+
+    def run_ssh(self, command: str) -> CommandResult:
+        cmd, cmd_args = self._build_ssh_command(command)
+        out = self.run_local(" ".join(cmd), *cmd_args)
+        out.command = self.encode(command)
+        if out.rc == 255 and _SSH_FAILURE.search(out.stderr or ""):
+            self._target.mark_unreachable(out.stderr.strip().splitlines()[-1] if out.stderr.strip() else "exit 255")
+            self._target.raise_if_unreachable()
+        return out
+
+
+def _ssh_config_names(ssh_config: str | None, name: str) -> bool:
+    """Whether an ssh_config has a Host block naming this host (then it decides address and port)."""
+    if not ssh_config or not os.path.isfile(ssh_config):
+        return False
+    with open(ssh_config, encoding="utf-8", errors="replace") as handle:
+        for line in handle:
+            words = line.split()
+            if len(words) > 1 and words[0].lower() == "host" and name in words[1:]:
+                return True
+    return False
+
+
+class HostTarget:
+    """One inventory host: its HostSpec and a testinfra Host over one SSH ControlMaster connection."""
+
+    def __init__(self, spec: Any, control_dir: str, index: int) -> None:
+        self.spec = spec
+        self.name: str = spec.name
+        self._control_path = os.path.join(control_dir, f"h{index}")
+        self._host: Host | None = None
+        self._unreachable: str | None = None
+        self._cache: dict[str, CommandResult] = {}
+        self.connected = False
+
+    def __repr__(self) -> str:
+        return f"HostTarget({self.name} {self.spec.address}:{self.spec.port})"
+
+    @property
+    def where(self) -> str:
+        """'gpu-01 (10.0.0.21:22)' for messages."""
+        return f"{self.name} ({self.spec.address}:{self.spec.port})"
+
+    @property
+    def host(self) -> Host:
+        """The testinfra Host (built on first use; connects on its first command)."""
+        if self._host is None:
+            spec = self.spec
+            by_config = _ssh_config_names(spec.ssh_config, spec.name)
+            extra = [
+                "-o BatchMode=yes",
+                *([] if by_config else [f"-o HostName={spec.address}"]),
+                "-o ServerAliveInterval=5",
+                "-o ServerAliveCountMax=3",
+                "-o ConnectionAttempts=1",
+            ]
+            backend = _GuardedSshBackend(
+                f"{spec.user}@{spec.name}" if by_config else f"{spec.user}@{spec.name}:{spec.port}",
+                target=self,
+                ssh_config=str(spec.ssh_config) if spec.ssh_config else None,
+                ssh_identity_file=str(spec.identity_file) if spec.identity_file else None,
+                timeout=CONNECT_TIMEOUT_S,
+                controlpath=self._control_path,
+                controlpersist=600,
+                ssh_extra_args=" ".join(extra),
+                sudo=(spec.user or "root") != "root",
+            )
+            self._host = Host(backend)
+        return self._host
+
+    def mark_unreachable(self, detail: str) -> None:
+        """Remember that this host is unreachable: later uses fail at once, without retrying."""
+        self._unreachable = self._unreachable or detail
+
+    def raise_if_unreachable(self) -> None:
+        """Raise HostUnreachable when the host is known to be unreachable."""
+        if self._unreachable is not None:
+            raise HostUnreachable(f"{self.where} unreachable over SSH: {self._unreachable}")
+
+    def connect(self) -> HostTarget:
+        """Open the SSH master connection (once); HostUnreachable when the host cannot be reached."""
+        self.raise_if_unreachable()
+        if not self.connected:
+            result = self.host.run("true", timeout=CONNECT_TIMEOUT_S + 5)
+            if result.rc != 0:
+                self.mark_unreachable(f"'true' exited {result.rc}: {(result.stderr or '').strip()[-300:]}")
+                self.raise_if_unreachable()
+            self.connected = True
+        return self
+
+    def run(self, cmd: str, timeout: int | None = None) -> CommandResult:
+        """Run a shell command on the host, killed on the target after timeout seconds (exit 124)."""
+        return self.host.run(cmd, timeout=timeout)
+
+    def cached(self, cmd: str, timeout: int | None = None) -> CommandResult:
+        """Run cmd once per run; later calls return the same CommandResult."""
+        if cmd not in self._cache:
+            self._cache[cmd] = self.run(cmd, timeout=timeout)
+        return self._cache[cmd]
+
+    def cached_result(self, cmd: str) -> CommandResult | None:
+        """A cached result, without running anything."""
+        return self._cache.get(cmd)
+
+    def close(self) -> None:
+        """Close the SSH master connection."""
+        if self._host is not None and self.connected and os.path.exists(self._control_path):
+            subprocess.run(
+                ["ssh", "-o", f"ControlPath={self._control_path}", "-O", "exit", self.name],
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=15,
+                check=False,
+            )
+        self.connected = False

@@ -1,0 +1,41 @@
+"""Allocatable layer: capacity and allocatable nvidia.com/gpu equal the host's GPUs (ADR 0002 §5-5)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pytest_dgxspark import not_applicable
+from pytest_dgxspark.connections import HostTarget, timed_out
+from pytest_dgxspark.parsing import parse_nvidia_smi_list
+
+SMI_LIST = "nvidia-smi -L"
+
+
+@pytest.mark.rule("ADR-0002.allocatable")
+def test_node_exposes_the_hosts_gpus(host_target: HostTarget, host_node: dict[str, Any], evidence: Any) -> None:
+    if not host_target.spec.gpu:
+        not_applicable(f"{host_target.name} is not a GPU host (dgxspark_gpu: false)")
+    status = host_node.get("status") or {}
+    capacity = (status.get("capacity") or {}).get("nvidia.com/gpu", "0")
+    allocatable = (status.get("allocatable") or {}).get("nvidia.com/gpu", "0")
+    listing = host_target.cached(SMI_LIST, timeout=30)
+    gpus = parse_nvidia_smi_list(listing.stdout) if listing.rc == 0 else []
+    replicas = (host_node["metadata"].get("labels") or {}).get("nvidia.com/gpu.replicas", "1")
+    per_gpu = [len(g.mig_devices) or 1 for g in gpus]
+    expected = sum(per_gpu) * (int(replicas) if replicas.isdigit() and int(replicas) > 0 else 1)
+    evidence.record("nvidia.com/gpu", {"capacity": capacity, "allocatable": allocatable, "host nvidia-smi -L": listing.stdout,
+                                       "host GPUs": len(gpus), "replicas": replicas, "expected": expected})
+    assert not timed_out(listing) and listing.rc == 0 and gpus, (
+        f"{host_target.where}: nvidia-smi -L lists no GPU ({listing.rc}): {listing.stderr.strip()[-200:]}"
+    )
+    assert capacity.isdigit() and int(capacity) >= 1, (
+        f"{host_target.where}: Node {host_node['metadata']['name']} capacity nvidia.com/gpu is {capacity!r}: the device "
+        "plugin has not registered the GPU (do not reinstall RKE2; check the device plugin, toolkit and driver)"
+    )
+    assert allocatable.isdigit() and int(allocatable) >= 1, f"{host_target.where}: allocatable nvidia.com/gpu is {allocatable!r}"
+    assert int(capacity) == expected and int(allocatable) == expected, (
+        f"{host_target.where}: capacity {capacity} / allocatable {allocatable} nvidia.com/gpu, the host has {expected} "
+        f"(nvidia-smi -L: {len(gpus)} GPU(s), replicas {replicas})"
+    )

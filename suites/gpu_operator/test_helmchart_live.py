@@ -1,0 +1,54 @@
+"""GPU Operator layer: the live HelmChart is the site's manifest and its install job completed (ADR 0002 §5-3)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pytest_dgxspark.parsing import helm_values
+
+
+def _live_chart(cluster: Any, site: Any) -> dict[str, Any] | None:
+    meta = site.helmchart.get("metadata") or {}
+    for chart in cluster.list("helmcharts", namespace=meta.get("namespace", "kube-system")):
+        if chart["metadata"]["name"] == meta.get("name", "gpu-operator"):
+            return chart
+    return None
+
+
+@pytest.mark.rule("ADR-0002.helmchart-live")
+def test_live_helmchart_equals_site_manifest(cluster: Any, site: Any, evidence: Any) -> None:
+    live = _live_chart(cluster, site)
+    meta = site.helmchart.get("metadata") or {}
+    assert live is not None, (
+        f"{cluster.where}: no HelmChart {meta.get('namespace', 'kube-system')}/{meta.get('name')}; apply it with "
+        "make rke2/gpu/operator/apply"
+    )
+    want = site.helmchart.get("spec") or {}
+    have = live.get("spec") or {}
+    evidence.record("live HelmChart spec", have)
+    differ = {}
+    for key, value in want.items():
+        if key == "valuesContent":
+            if helm_values(site.helmchart) != helm_values(live):
+                differ[key] = {"site": helm_values(site.helmchart), "live": helm_values(live)}
+        elif have.get(key) != value:
+            differ[key] = {"site": value, "live": have.get(key)}
+    assert differ == {}, f"{cluster.where}: live HelmChart differs from {site.root}/rke2/gpu-operator.helmchart.yaml: {differ}"
+
+
+@pytest.mark.rule("ADR-0002.helmchart-live")
+def test_helm_install_job_completed(cluster: Any, site: Any, evidence: Any) -> None:
+    meta = site.helmchart.get("metadata") or {}
+    namespace, name = meta.get("namespace", "kube-system"), f"helm-install-{meta.get('name', 'gpu-operator')}"
+    jobs = [j for j in cluster.list("jobs", namespace=namespace) if j["metadata"]["name"] == name]
+    evidence.record(name, [j.get("status") for j in jobs])
+    assert jobs, f"{cluster.where}: no Job {namespace}/{name}: helm-controller never installed the chart"
+    status = jobs[0].get("status") or {}
+    complete = any(c.get("type") == "Complete" and c.get("status") == "True" for c in status.get("conditions") or [])
+    failed = [c.get("message") for c in status.get("conditions") or [] if c.get("type") == "Failed" and c.get("status") == "True"]
+    assert complete or (status.get("succeeded") or 0) >= 1, (
+        f"{cluster.where}: Job {namespace}/{name} is not complete (succeeded {status.get('succeeded')}, failed "
+        f"{status.get('failed')}{', ' + '; '.join(map(str, failed)) if failed else ''}); see kubectl -n {namespace} logs job/{name}"
+    )

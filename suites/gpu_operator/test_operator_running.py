@@ -1,0 +1,46 @@
+"""GPU Operator layer: the operator pod is Ready and the ClusterPolicy is reconciled (ADR 0002 §5-5)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from pytest_dgxspark.parsing import clusterpolicy_readiness, pod_ready, pod_summary
+
+OPERATOR_POD = re.compile(r"^gpu-operator-[a-z0-9]+-[a-z0-9]{5}$")
+
+
+def _operator_pods(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    found = []
+    for pod in pods:
+        labels = pod["metadata"].get("labels") or {}
+        if labels.get("app") == "gpu-operator" or labels.get("app.kubernetes.io/component") == "gpu-operator" \
+                or OPERATOR_POD.match(pod["metadata"]["name"]):
+            found.append(pod)
+    return found
+
+
+@pytest.mark.rule("ADR-0002.operator-running")
+def test_operator_pod_is_ready(cluster: Any, operator_namespace: str, evidence: Any) -> None:
+    pods = _operator_pods(cluster.list("pods", namespace=operator_namespace))
+    evidence.record("operator pods", [pod_summary(p) for p in pods])
+    assert any(pod_ready(p) for p in pods), (
+        f"{cluster.where}: no Ready gpu-operator pod in namespace {operator_namespace}: {[pod_summary(p) for p in pods] or 'none'}"
+    )
+
+
+@pytest.mark.rule("ADR-0002.operator-running")
+def test_clusterpolicy_is_reconciled(cluster: Any, evidence: Any) -> None:
+    policies = cluster.list("clusterpolicies")
+    evidence.record("ClusterPolicy status", {p["metadata"]["name"]: p.get("status") for p in policies})
+    assert policies, f"{cluster.where}: no ClusterPolicy (nvidia.com/v1): the operator has not created cluster-policy"
+    states = {p["metadata"]["name"]: clusterpolicy_readiness(p) for p in policies}
+    not_ready = {
+        name: f"state {r.state!r}, reason {r.reason!r}: {r.message}" for name, r in states.items() if not r.ready
+    }
+    assert not_ready == {}, (
+        f"{cluster.where}: ClusterPolicy not reconciled (state ready alone is not enough: NoGPUNodes and "
+        f"NFDLabelsMissing also report ready): {not_ready}"
+    )

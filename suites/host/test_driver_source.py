@@ -1,0 +1,62 @@
+"""Host layer: exactly one driver source, the host's or the operator's container (ADR 0002 §5-3, §6-2)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pytest_dgxspark import not_applicable
+from pytest_dgxspark.connections import HostTarget
+from pytest_dgxspark.parsing import dig, pod_summary
+
+HOST_DRIVER_PROBE = "command -v nvidia-smi; modinfo -F filename nvidia 2>/dev/null; modinfo -F version nvidia 2>/dev/null"
+DRIVER_LABEL = "nvidia.com/gpu.deploy.driver"
+
+
+@pytest.mark.rule("ADR-0002.driver-source")
+def test_exactly_one_driver_source(
+    host_target: HostTarget, host_node: dict[str, Any], cluster: Any, site_values: dict[str, Any],
+    operator_namespace: str, evidence: Any,
+) -> None:
+    if not host_target.spec.gpu:
+        not_applicable(f"{host_target.name} is not a GPU host (dgxspark_gpu: false)")
+    probe = evidence.command(host_target, HOST_DRIVER_PROBE)
+    lines = [line.strip() for line in probe.stdout.splitlines() if line.strip()]
+    module_file = next((line for line in lines if line.startswith("/lib/modules/") or line.startswith("/usr/lib/modules/")), None)
+    host_smi = next((line for line in lines if line.endswith("/nvidia-smi") and not line.startswith("/run/nvidia")), None)
+    preinstalled = bool(module_file and host_smi)
+    driver_enabled = dig(site_values, "driver.enabled", True) is not False
+    node_name = host_node["metadata"]["name"]
+    label = (host_node["metadata"].get("labels") or {}).get(DRIVER_LABEL)
+    driver_pods = [
+        p for p in cluster.list("pods", namespace=operator_namespace)
+        if p["metadata"]["name"].startswith("nvidia-driver-daemonset") and (p.get("spec") or {}).get("nodeName") == node_name
+        and (p.get("status") or {}).get("phase") in ("Running", "Pending")
+    ]
+    validation = host_target.run("cat /run/nvidia/validations/driver-ready 2>/dev/null || true")
+    evidence.record("driver source", {
+        "host_driver_preinstalled": preinstalled, "host_nvidia_smi": host_smi, "host_module": module_file,
+        "helm driver.enabled": driver_enabled, DRIVER_LABEL: label,
+        "driver_pods_on_node": [pod_summary(p) for p in driver_pods],
+        "validations/driver-ready": validation.stdout.strip() or None,
+    })
+    if preinstalled:
+        assert driver_pods == [], (
+            f"{host_target.where}: two drivers: the host driver ({module_file}) and driver pod(s) "
+            f"{[p['metadata']['name'] for p in driver_pods]} on node {node_name}"
+        )
+        if driver_enabled:
+            assert label == "pre-installed", (
+                f"{host_target.where}: driver.enabled=true with a preinstalled host driver needs node {node_name} "
+                f"labelled {DRIVER_LABEL}=pre-installed by k8s-driver-manager; it is {label!r}"
+            )
+    else:
+        assert driver_enabled, (
+            f"{host_target.where}: no driver: the host has none (nvidia-smi {host_smi!r}, module {module_file!r}) "
+            "and the site HelmChart sets driver.enabled=false"
+        )
+        running = [p for p in driver_pods if (p.get("status") or {}).get("phase") == "Running"]
+        assert running, (
+            f"{host_target.where}: no driver: the host has none and no nvidia-driver-daemonset pod runs on node {node_name}"
+        )

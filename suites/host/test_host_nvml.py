@@ -1,0 +1,93 @@
+"""Host layer: libnvidia-ml resolves and NVML initialises on the host (ADR 0002 §3)."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+import pytest
+
+from pytest_dgxspark import not_applicable
+from pytest_dgxspark.connections import HostTarget, timed_out
+from pytest_dgxspark.parsing import ldconfig_has, nvml_probe_result
+
+NVML_NOT_SUPPORTED = 3
+NVML_TIMEOUT_S = 30
+NVML_PROBE = r"""
+import ctypes, json
+out = {}
+try:
+    lib = ctypes.CDLL("libnvidia-ml.so.1")
+except OSError as error:
+    print(json.dumps({"load_error": str(error)}))
+    raise SystemExit(0)
+lib.nvmlErrorString.restype = ctypes.c_char_p
+def err(rc):
+    return lib.nvmlErrorString(rc).decode(errors="replace")
+rc = lib.nvmlInit_v2()
+out["init"] = rc
+out["init_error"] = err(rc) if rc else None
+if rc == 0:
+    buf = ctypes.create_string_buffer(96)
+    out["driver_rc"] = lib.nvmlSystemGetDriverVersion(buf, 96)
+    out["driver"] = buf.value.decode(errors="replace")
+    count = ctypes.c_uint(0)
+    out["count_rc"] = lib.nvmlDeviceGetCount_v2(ctypes.byref(count))
+    out["count"] = count.value
+    class Memory(ctypes.Structure):
+        _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
+    devices = []
+    for index in range(count.value):
+        handle = ctypes.c_void_p()
+        hrc = lib.nvmlDeviceGetHandleByIndex_v2(index, ctypes.byref(handle))
+        name = ctypes.create_string_buffer(96)
+        nrc = lib.nvmlDeviceGetName(handle, name, 96) if hrc == 0 else hrc
+        memory = Memory()
+        mrc = lib.nvmlDeviceGetMemoryInfo(handle, ctypes.byref(memory)) if hrc == 0 else hrc
+        devices.append({"index": index, "handle_rc": hrc, "name_rc": nrc, "name": name.value.decode(errors="replace"),
+                        "memory_rc": mrc, "memory_error": err(mrc) if mrc else None,
+                        "memory_total": memory.total if mrc == 0 else None})
+    out["devices"] = devices
+    lib.nvmlShutdown()
+print(json.dumps(out))
+"""
+NVML_COMMAND = f"python3 -c {shlex.quote(NVML_PROBE)}"
+
+
+@pytest.mark.rule("ADR-0002.host-nvml")
+def test_libnvidia_ml_resolves(host_target: HostTarget, evidence: Any) -> None:
+    if not host_target.spec.gpu:
+        not_applicable(f"{host_target.name} is not a GPU host (dgxspark_gpu: false)")
+    result = evidence.command(host_target, "/sbin/ldconfig -p 2>/dev/null || ldconfig -p")
+    paths = ldconfig_has(result.stdout)
+    evidence.record("libnvidia-ml.so.1", paths)
+    assert paths, f"{host_target.where}: libnvidia-ml.so.1 does not resolve (ldconfig -p); install the driver's NVML library"
+
+
+@pytest.mark.rule("ADR-0002.host-nvml")
+def test_nvml_initialises_and_counts_gpus(host_target: HostTarget, evidence: Any) -> None:
+    if not host_target.spec.gpu:
+        not_applicable(f"{host_target.name} is not a GPU host (dgxspark_gpu: false)")
+    result = host_target.cached(NVML_COMMAND, timeout=NVML_TIMEOUT_S)
+    evidence.record("NVML probe", {"exit_status": result.rc, "stdout": result.stdout[-2000:], "stderr": result.stderr[-2000:]})
+    assert not timed_out(result), f"{host_target.where}: NVML did not answer within {NVML_TIMEOUT_S} s (hung driver)"
+    assert result.rc == 0, f"{host_target.where}: the NVML probe (python3 + ctypes) exited {result.rc}: {result.stderr.strip()[-300:]}"
+    probe = nvml_probe_result(result.stdout)
+    assert "load_error" not in probe, f"{host_target.where}: libnvidia-ml.so.1 cannot be loaded: {probe.get('load_error')}"
+    assert probe.get("init") == 0, f"{host_target.where}: nvmlInit_v2 failed: {probe.get('init_error')} ({probe.get('init')})"
+    assert probe.get("count_rc") == 0 and probe.get("count", 0) >= 1, (
+        f"{host_target.where}: NVML counts {probe.get('count')} GPUs (nvmlDeviceGetCount_v2 rc {probe.get('count_rc')}); expected >= 1"
+    )
+    devices = probe.get("devices") or []
+    for device in devices:
+        if device.get("memory_rc") == NVML_NOT_SUPPORTED:
+            evidence.record(f"GPU {device['index']} memory", "not applicable on unified memory (NVML_ERROR_NOT_SUPPORTED)")
+    broken = [d for d in devices if d.get("memory_rc") not in (0, NVML_NOT_SUPPORTED) or d.get("name_rc") != 0]
+    assert broken == [], f"{host_target.where}: NVML device queries failed: {broken}"
+    expected = host_target.spec.vars.get("dgxspark_gpu_product")
+    names = [d.get("name") for d in devices]
+    evidence.record("NVML", {"driver": probe.get("driver"), "count": probe.get("count"), "names": names})
+    if expected:
+        assert all(name == expected for name in names), (
+            f"{host_target.where}: NVML names {names}, the inventory's dgxspark_gpu_product is {expected!r}"
+        )

@@ -1,0 +1,65 @@
+"""Host layer: the node's address is static and is the one the inventory and Kubernetes use (ADR 0002 §5-4)."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+import pytest
+import yaml
+
+from pytest_dgxspark.connections import HostTarget
+from pytest_dgxspark.parsing import (
+    netplan_dhcp_interfaces,
+    netplan_uses_dhcp,
+    node_internal_ips,
+    parse_ip_addr_json,
+)
+
+NETPLAN = "for f in /etc/netplan/*.yaml /etc/netplan/*.yml; do [ -f \"$f\" ] && { echo '---'; cat \"$f\"; }; done; true"
+
+
+@pytest.mark.rule("ADR-0002.host-static-ip")
+def test_node_internal_ip_is_the_inventory_address(host_target: HostTarget, host_node: dict[str, Any], evidence: Any) -> None:
+    ips = node_internal_ips(host_node)
+    evidence.record("node InternalIP", {"node": host_node["metadata"]["name"], "InternalIP": ips, "inventory": host_target.spec.address})
+    assert host_target.spec.address in ips, (
+        f"{host_target.where}: Node {host_node['metadata']['name']} InternalIP is {ips}, the inventory says "
+        f"{host_target.spec.address}; set node-ip or fix ansible_host"
+    )
+
+
+@pytest.mark.rule("ADR-0002.host-static-ip")
+def test_inventory_address_is_configured_statically(host_target: HostTarget, evidence: Any) -> None:
+    address = host_target.spec.address
+    ip_addr = evidence.command(host_target, "ip -j addr show")
+    assert ip_addr.rc == 0, f"{host_target.where}: `ip -j addr show` exited {ip_addr.rc}: {ip_addr.stderr.strip()}"
+    matches = [a for a in parse_ip_addr_json(ip_addr.stdout) if a.address == address]
+    assert matches, f"{host_target.where}: no interface carries the inventory address {address} (ip -j addr)"
+    iface = matches[0].ifname
+    assert not matches[0].dynamic, (
+        f"{host_target.where}: {address} on {iface} is a DHCP lease (`dynamic` in ip addr); configure it statically"
+    )
+    netplan = evidence.command(host_target, NETPLAN)
+    documents = [d for d in yaml.safe_load_all(netplan.stdout or "") if isinstance(d, dict)] if netplan.rc == 0 else []
+    definitions = netplan_dhcp_interfaces(documents)
+    named = {
+        name: d for name, d in definitions.items()
+        if name == iface or any(str(a).split("/")[0] == address for a in d.get("addresses") or [])
+        or (d.get("set-name") == iface)
+    }
+    dhcp_netplan = sorted(name for name, d in named.items() if netplan_uses_dhcp(d))
+    nm_method = None
+    nmcli = host_target.run(f"command -v nmcli >/dev/null && nmcli -t -g GENERAL.CONNECTION device show {shlex.quote(iface)}")
+    connection = nmcli.stdout.strip() if nmcli.rc == 0 else ""
+    if connection:
+        method = evidence.command(host_target, f"nmcli -t -g ipv4.method connection show {shlex.quote(connection)}")
+        nm_method = method.stdout.strip() if method.rc == 0 else None
+    evidence.record(
+        "address configuration",
+        {"interface": iface, "netplan": named, "networkmanager_connection": connection or None, "nm_ipv4_method": nm_method},
+    )
+    assert dhcp_netplan == [], f"{host_target.where}: netplan enables DHCP on {dhcp_netplan} carrying {address}; set dhcp4: false and addresses"
+    assert nm_method != "auto", (
+        f"{host_target.where}: NetworkManager connection {connection!r} on {iface} uses ipv4.method auto (DHCP); set manual"
+    )

@@ -1,0 +1,56 @@
+"""Network layer: Cilium's settings (hubble, kube-proxy replacement, WireGuard) are the site's (ADR 0001 §5-2)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+
+from pytest_dgxspark.parsing import as_bool, dig, pod_summary
+
+
+def _cilium_config(cluster: Any) -> dict[str, Any] | None:
+    for item in cluster.list("helmchartconfigs", namespace="kube-system"):
+        if item["metadata"]["name"] == "rke2-cilium":
+            return item
+    return None
+
+
+@pytest.mark.rule("ADR-0001.cilium-settings")
+def test_rke2_cilium_values_match_site_vars(cluster: Any, site: Any, evidence: Any) -> None:
+    config = _cilium_config(cluster)
+    assert config is not None, (
+        f"{cluster.where}: no HelmChartConfig kube-system/rke2-cilium; ADR 0001 §5-2 expresses Cilium settings there "
+        "(/var/lib/rancher/rke2/server/manifests/rke2-cilium-config.yaml)"
+    )
+    values = yaml.safe_load(dig(config, "spec.valuesContent") or "") or {}
+    wanted = site.vars.get("rke2_cilium") or {}
+    live = {
+        "hubble_enabled": as_bool(dig(values, "hubble.enabled")),
+        "kube_proxy_replacement": as_bool(dig(values, "kubeProxyReplacement")),
+        "wireguard_enabled": as_bool(dig(values, "encryption.enabled")) and dig(values, "encryption.type") == "wireguard",
+    }
+    evidence.record("rke2-cilium valuesContent", values)
+    evidence.record("vars rke2_cilium", wanted)
+    differ = {k: {"vars": bool(wanted.get(k, False)), "live": v} for k, v in live.items() if v != bool(wanted.get(k, False))}
+    assert differ == {}, f"{cluster.where}: HelmChartConfig rke2-cilium differs from {site.root}/rke2/vars.yml rke2_cilium: {differ}"
+
+
+@pytest.mark.rule("ADR-0001.cilium-settings")
+def test_kube_proxy_runs_only_when_not_replaced(cluster: Any, site: Any, evidence: Any) -> None:
+    disabled = bool(site.vars.get("rke2_disable_kube_proxy", False))
+    replacement = bool((site.vars.get("rke2_cilium") or {}).get("kube_proxy_replacement", False))
+    proxies = [p for p in cluster.list("pods", namespace="kube-system") if p["metadata"]["name"].startswith("kube-proxy-")]
+    evidence.record("kube-proxy pods", [pod_summary(p) for p in proxies])
+    evidence.record("vars", {"rke2_disable_kube_proxy": disabled, "rke2_cilium.kube_proxy_replacement": replacement})
+    assert replacement == disabled, (
+        f"{site.root}/rke2/vars.yml: kube_proxy_replacement ({replacement}) requires rke2_disable_kube_proxy ({disabled}) "
+        "to be the same"
+    )
+    running_on = {(p.get("spec") or {}).get("nodeName") for p in proxies if (p.get("status") or {}).get("phase") == "Running"}
+    nodes = {n["metadata"]["name"] for n in cluster.nodes}
+    if disabled:
+        assert running_on == set(), f"{cluster.where}: kube-proxy is disabled but runs on {sorted(running_on)}"
+    else:
+        assert nodes <= running_on, f"{cluster.where}: kube-proxy must run on every node; missing on {sorted(nodes - running_on)}"

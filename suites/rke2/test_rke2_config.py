@@ -1,0 +1,36 @@
+"""RKE2 layer: the effective RKE2 config (config.yaml + config.yaml.d) matches the site vars (ADR 0001 §5-2)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pytest_dgxspark.connections import HostTarget
+from pytest_dgxspark.parsing import as_bool, as_list, parse_taint
+
+CONFIG = "/etc/rancher/rke2/config.yaml"
+
+
+@pytest.mark.rule("ADR-0001.rke2-config")
+def test_effective_config_matches_site_vars(host_target: HostTarget, rke2_config: Any, site: Any) -> None:
+    assert rke2_config.error is None, rke2_config.error
+    config = rke2_config.merged
+    vars_ = site.vars
+    problems = []
+    if host_target.spec.role == "server":
+        cni = [c for c in as_list(config.get("cni")) if c != "multus"]
+        if cni != [vars_.get("rke2_cni", "canal")]:
+            problems.append(f"cni is {config.get('cni')!r} (RKE2 default canal when unset), vars say {vars_.get('rke2_cni')!r}")
+        want_kp = bool(vars_.get("rke2_disable_kube_proxy", False))
+        if as_bool(config.get("disable-kube-proxy")) != want_kp:
+            problems.append(f"disable-kube-proxy is {config.get('disable-kube-proxy')!r}, vars say {want_kp}")
+    labels = sorted(as_list(config.get("node-label")))
+    want_labels = sorted(str(v) for v in vars_.get("rke2_node_labels") or [])
+    if labels != want_labels:
+        problems.append(f"node-label is {labels}, vars rke2_node_labels say {want_labels}")
+    taints = sorted(parse_taint(t) for t in as_list(config.get("node-taint")))
+    want_taints = sorted(parse_taint(t) for t in vars_.get("rke2_node_taints") or [])
+    if taints != want_taints:
+        problems.append(f"node-taint is {as_list(config.get('node-taint'))}, vars rke2_node_taints say {vars_.get('rke2_node_taints')}")
+    assert problems == [], f"{host_target.where}: {CONFIG} (+ config.yaml.d) does not match {site.root}/rke2/vars.yml: " + "; ".join(problems)

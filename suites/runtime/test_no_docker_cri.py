@@ -1,0 +1,26 @@
+"""Runtime layer: Docker is never the Kubernetes runtime (ADR 0001 §5-1)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pytest_dgxspark.connections import HostTarget
+
+DOCKER_SOCKETS = ("docker.sock", "cri-dockerd.sock", "dockershim.sock")
+
+
+@pytest.mark.rule("ADR-0001.no-docker-cri")
+def test_kubelet_is_not_wired_to_docker(
+    host_target: HostTarget, host_node: dict[str, Any], kubelet: Any, evidence: Any
+) -> None:
+    raw = (host_node.get("status") or {}).get("nodeInfo", {}).get("containerRuntimeVersion", "")
+    cri_dockerd = evidence.command(host_target, "pgrep -a -x cri-dockerd; true")
+    docker = evidence.command(host_target, "systemctl is-active docker 2>/dev/null; command -v docker; true")
+    evidence.record("docker on the host (recorded, not a failure)", docker.stdout.strip() or "not installed")
+    assert not raw.startswith("docker://"), f"{host_target.where}: containerRuntimeVersion is {raw!r}: Docker is the CRI"
+    assert not any(s in (kubelet.endpoint or "") for s in DOCKER_SOCKETS), (
+        f"{host_target.where}: the kubelet's runtime endpoint is {kubelet.endpoint!r} (Docker/cri-dockerd)"
+    )
+    assert cri_dockerd.stdout.strip() == "", f"{host_target.where}: cri-dockerd runs: {cri_dockerd.stdout.strip()}"

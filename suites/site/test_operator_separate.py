@@ -1,0 +1,116 @@
+"""Site layer: the RKE2 install targets never deploy the GPU Operator (ADR 0002 §5-1)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_dgxspark.parsing import (
+    GPU_OPERATOR_REFERENCE,
+    ansible_references,
+    make_recipe_closure,
+    parse_make_rules,
+    strip_yaml_comments,
+)
+
+INSTALL_TARGETS = ("rke2/server/install", "rke2/agent/install")
+OPERATOR_TARGET = "rke2/gpu/operator/apply"
+PLAYBOOK_IN_RECIPE = re.compile(r"([\w./${}()-]+\.ya?ml)")
+
+
+def _repo_root(site: Any) -> Path:
+    root = Path(site.root).resolve()
+    top = subprocess.run(["git", "-C", str(root), "rev-parse", "--show-toplevel"], capture_output=True, text=True, check=False)
+    return Path(top.stdout.strip()) if top.returncode == 0 else root.parent.parent
+
+
+def _makefiles(repo: Path) -> list[Path]:
+    found = [repo / "Makefile"] if (repo / "Makefile").is_file() else []
+    return found + sorted((repo / "provisioning").glob("*.mk"))
+
+
+def _playbook_closure(repo: Path, playbook: Path) -> list[Path]:
+    """The playbook and every playbook, task file, template and role folder it uses."""
+    seen: list[Path] = []
+    stack = [playbook]
+    while stack:
+        path = stack.pop()
+        if path in seen or not path.exists():
+            continue
+        seen.append(path)
+        if path.is_dir():
+            stack.extend(p for p in sorted(path.rglob("*")) if p.is_file())
+            continue
+        files, roles = ansible_references(path.read_text(errors="replace"))
+        for ref in files:
+            if "{{" in ref:
+                continue
+            for base in (path.parent, path.parent.parent / "templates", path.parent.parent / "tasks", repo / "provisioning"):
+                if (base / ref).is_file():
+                    stack.append((base / ref).resolve())
+                    break
+        for role in roles:
+            for roles_dir in (repo / "provisioning" / "roles", path.parent / "roles", path.parent.parent / "roles"):
+                if (roles_dir / role).is_dir():
+                    stack.append((roles_dir / role).resolve())
+                    break
+    return seen
+
+
+@pytest.mark.rule("ADR-0002.operator-separate")
+def test_rke2_install_targets_never_deploy_gpu_operator(site: Any, evidence: Any) -> None:
+    repo = _repo_root(site)
+    makefiles = _makefiles(repo)
+    rules: dict[str, tuple[list[str], list[str]]] = {}
+    for makefile in makefiles:
+        for target, (prereqs, recipe) in parse_make_rules(makefile.read_text(errors="replace")).items():
+            old = rules.get(target, ([], []))
+            rules[target] = (old[0] + prereqs, old[1] + recipe)
+    problems: list[str] = []
+    scanned: dict[str, list[str]] = {}
+    for target in INSTALL_TARGETS:
+        if target not in rules:
+            problems.append(f"make target {target} not found in {[str(m) for m in makefiles] or 'no Makefile/provisioning/*.mk'}")
+            continue
+        recipe = make_recipe_closure(rules, target)
+        for line in recipe:
+            if GPU_OPERATOR_REFERENCE.search(line):
+                problems.append(f"make {target} recipe runs {line!r}")
+        playbooks = [repo / m.group(1) for line in recipe for m in PLAYBOOK_IN_RECIPE.finditer(line) if "$" not in m.group(1)]
+        playbooks += [p for line in recipe for p in repo.glob("provisioning/playbooks/*.yml") if p.name in line]
+        playbooks = sorted(set(p for p in playbooks if p.is_file()))
+        if not playbooks:
+            problems.append(f"make {target}: no playbook found in its recipe {recipe!r}")
+        files: list[Path] = []
+        for playbook in playbooks:
+            files.extend(f for f in _playbook_closure(repo, playbook) if f.is_file())
+        scanned[target] = sorted(str(f.relative_to(repo)) if f.is_relative_to(repo) else str(f) for f in set(files))
+        for path in sorted(set(files)):
+            text = strip_yaml_comments(path.read_text(errors="replace"))
+            for number, line in enumerate(text.splitlines(), 1):
+                if GPU_OPERATOR_REFERENCE.search(line):
+                    problems.append(f"{path}:{number} (used by make {target}) deploys/refers to the GPU Operator: {line.strip()!r}")
+    evidence.record("makefiles", [str(m) for m in makefiles])
+    evidence.record("files scanned per install target", scanned)
+    assert makefiles, f"{repo}: no Makefile or provisioning/*.mk: the RKE2 install targets cannot be checked"
+    assert problems == [], "ADR 0002 §5-1: the RKE2 install targets must not deploy the GPU Operator:\n  " + "\n  ".join(problems)
+
+
+@pytest.mark.rule("ADR-0002.operator-separate")
+def test_gpu_operator_has_its_own_apply_target(site: Any, evidence: Any) -> None:
+    repo = _repo_root(site)
+    makefiles = _makefiles(repo)
+    rules: dict[str, tuple[list[str], list[str]]] = {}
+    for makefile in makefiles:
+        rules.update(parse_make_rules(makefile.read_text(errors="replace")))
+    recipe = make_recipe_closure(rules, OPERATOR_TARGET) if OPERATOR_TARGET in rules else None
+    evidence.record(OPERATOR_TARGET, recipe)
+    assert recipe is not None, (
+        f"ADR 0002 §8: make {OPERATOR_TARGET} must exist to apply the GPU Operator on its own; "
+        f"not found in {[str(m) for m in makefiles] or repo}"
+    )
+    assert recipe, f"make {OPERATOR_TARGET} has an empty recipe"

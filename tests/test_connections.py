@@ -1,0 +1,194 @@
+"""Connections: one SSH master per host, command timeouts, unreachable hosts and APIs, per-run list caches."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from pytest_dgxspark.connections import Cluster, ClusterUnreachable, HostTarget, HostUnreachable, timed_out
+from pytest_dgxspark.outcome import TargetError
+from pytest_dgxspark.site import HostSpec
+
+pytestmark = pytest.mark.skipif(shutil.which("ssh") is None or not Path("/usr/sbin/sshd").exists(), reason="needs OpenSSH")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def sshd(tmp_path: Path) -> Iterator[dict[str, Any]]:
+    """A real sshd on loopback accepting one key; yields its port, key, ssh_config and log."""
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "host")], check=True)
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "id")], check=True)
+    (tmp_path / "authorized_keys").write_text((tmp_path / "id.pub").read_text())
+    port = _free_port()
+    Path("/run/sshd").mkdir(exist_ok=True)
+    (tmp_path / "sshd_config").write_text(
+        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {tmp_path / 'host'}\nPidFile {tmp_path / 'sshd.pid'}\n"
+        f"AuthorizedKeysFile {tmp_path / 'authorized_keys'}\nStrictModes no\nUsePAM no\nPermitRootLogin yes\n"
+        "PasswordAuthentication no\nLogLevel VERBOSE\nMaxStartups 50\n"
+    )
+    (tmp_path / "ssh_config").write_text("Host *\n  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n")
+    log = tmp_path / "sshd.log"
+    proc = subprocess.Popen(["/usr/sbin/sshd", "-D", "-e", "-f", str(tmp_path / "sshd_config")], stderr=log.open("w"))
+    try:
+        for _ in range(50):
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.1)
+        yield {"port": port, "key": str(tmp_path / "id"), "ssh_config": str(tmp_path / "ssh_config"), "log": log, "dir": tmp_path}
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def _target(sshd: dict[str, Any], tmp_path: Path, port: int | None = None, name: str = "gpu-01") -> HostTarget:
+    spec = HostSpec(name=name, address="127.0.0.1", port=port or sshd["port"], user="root",
+                    identity_file=sshd["key"], ssh_config=sshd["ssh_config"])
+    control = tmp_path / "ctl"
+    control.mkdir(exist_ok=True)
+    return HostTarget(spec, str(control), 0)
+
+
+def test_one_ssh_connection_serves_every_command(sshd: dict[str, Any], tmp_path: Path) -> None:
+    target = _target(sshd, tmp_path)
+    try:
+        target.connect()
+        assert target.run("echo hello").stdout == "hello\n"
+        assert target.host.file("/etc/hostname").exists
+        assert target.cached("uname -m") is target.cached("uname -m")
+    finally:
+        target.close()
+    accepted = sshd["log"].read_text().count("Accepted publickey")
+    assert accepted == 1
+
+
+def test_hung_command_is_killed_on_the_target_after_its_timeout(sshd: dict[str, Any], tmp_path: Path) -> None:
+    target = _target(sshd, tmp_path)
+    try:
+        started = time.monotonic()
+        result = target.run("sleep 30", timeout=2)
+        assert timed_out(result)
+        assert time.monotonic() - started < 15
+    finally:
+        target.close()
+
+
+def test_unreachable_host_is_a_target_error_naming_host_and_address(sshd: dict[str, Any], tmp_path: Path) -> None:
+    target = _target(sshd, tmp_path, port=_free_port())
+    with pytest.raises(HostUnreachable, match=r"gpu-01 \(127\.0\.0\.1:\d+\) unreachable over SSH: .*refused") as info:
+        target.connect()
+    assert isinstance(info.value, TargetError)
+    started = time.monotonic()
+    with pytest.raises(HostUnreachable):
+        target.run("true")
+    assert time.monotonic() - started < 0.5  # known unreachable: no second attempt
+
+
+class _Api(BaseHTTPRequestHandler):
+    requests: list[str] = []
+    fail_next: int = 0
+
+    def do_GET(self) -> None:  # noqa: N802
+        type(self).requests.append(self.path)
+        type(self).auth = self.headers.get("Authorization")
+        if type(self).fail_next:
+            type(self).fail_next -= 1
+            self._send(503, {"kind": "Status", "code": 503})
+        elif self.path.startswith("/version"):
+            self._send(200, {"gitVersion": "v1.34.10+rke2r1"})
+        elif self.path.startswith("/api/v1/nodes"):
+            self._send(200, {"items": [{"metadata": {"name": "gpu-01"}, "status": {"addresses": [
+                {"type": "InternalIP", "address": "192.168.10.21"}]}}], "metadata": {}})
+        elif self.path.startswith("/api/v1/pods"):
+            self._send(200, {"items": [{"metadata": {"name": "a", "namespace": "gpu-operator", "labels": {"app": "x"}}},
+                                       {"metadata": {"name": "b", "namespace": "kube-system"}}], "metadata": {}})
+        else:
+            self._send(404, {"kind": "Status", "code": 404})
+
+    def _send(self, code: int, body: dict) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def api(tmp_path: Path) -> Iterator[tuple[Path, type[_Api]]]:
+    handler = type("Api", (_Api,), {"requests": [], "fail_next": 0})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "site/rke2/gpu",
+        "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{server.server_port}"}}],
+        "users": [{"name": "u", "user": {"token": "t0ken"}}],
+        "contexts": [{"name": "site/rke2/gpu", "context": {"cluster": "c", "user": "u"}}],
+    }))
+    try:
+        yield kubeconfig, handler
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_each_kind_is_listed_once_per_run(api: tuple[Path, type[_Api]]) -> None:
+    kubeconfig, handler = api
+    cluster = Cluster(kubeconfig, "site/rke2/gpu")
+    assert cluster.connect().version()["gitVersion"] == "v1.34.10+rke2r1"
+    assert [p["metadata"]["name"] for p in cluster.list("pods", namespace="gpu-operator")] == ["a"]
+    assert len(cluster.list("pods")) == 2
+    assert len(cluster.list("pods", label_selector="app=x")) == 1
+    assert cluster.node_for(HostSpec(name="other", address="192.168.10.21"))["metadata"]["name"] == "gpu-01"
+    assert [p for p in handler.requests if p.startswith("/api/v1/pods")] == ["/api/v1/pods?limit=500"]
+    assert handler.auth == "Bearer t0ken"
+
+
+def test_transient_server_errors_are_retried(api: tuple[Path, type[_Api]]) -> None:
+    kubeconfig, handler = api
+    handler.fail_next = 2
+    assert Cluster(kubeconfig, "site/rke2/gpu").list("nodes")[0]["metadata"]["name"] == "gpu-01"
+
+
+def test_api_that_is_not_served_lists_as_empty(api: tuple[Path, type[_Api]]) -> None:
+    kubeconfig, _ = api
+    assert Cluster(kubeconfig, "site/rke2/gpu").list("clusterpolicies") == []
+
+
+def test_unreachable_api_is_a_target_error(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{_free_port()}"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+    }))
+    cluster = Cluster(kubeconfig, "x")
+    with pytest.raises(ClusterUnreachable, match="Kubernetes API of context 'x' .* unreachable") as info:
+        cluster.connect()
+    assert isinstance(info.value, TargetError)
+
+
+def test_unknown_context_is_a_clear_error(api: tuple[Path, type[_Api]]) -> None:
+    kubeconfig, _ = api
+    with pytest.raises(ClusterUnreachable, match="cannot use context 'nope'"):
+        Cluster(kubeconfig, "nope").connect()
