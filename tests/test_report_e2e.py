@@ -14,19 +14,6 @@ REPO = Path(__file__).resolve().parents[1]
 BROKEN = ("failed", "error", "blocked")
 
 
-def _fault_scenario() -> tuple[str, dict[str, str]] | None:
-    try:
-        from pytest_dgxspark.testbed import scenario
-    except ImportError:
-        return None
-    healthy = scenario.load("healthy").expect["rules"]
-    for name, _ in scenario.bundled():
-        rules = scenario.load(name).expect["rules"]
-        if name != "healthy" and any(healthy.get(r) == "passed" and s in BROKEN for r, s in rules.items()):
-            return name, rules
-    return None
-
-
 def _run(report_dir: Path, *args: str) -> dict:
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "suites", "--report-dir", str(report_dir), "-p", "no:cacheprovider",
@@ -40,16 +27,15 @@ def _run(report_dir: Path, *args: str) -> dict:
 
 @pytest.mark.skipif(not Path("/usr/sbin/sshd").exists(), reason="the testbed needs openssh-server")
 def test_drift_between_a_healthy_and_a_fault_testbed_run(tmp_path: Path) -> None:
-    fault = _fault_scenario()
-    if fault is None:
-        pytest.skip("no bundled fault scenario that breaks a rule the healthy one passes")
-    name, expected = fault
+    name = "device-plugin-crashloop"
     healthy_doc = _run(tmp_path / "a", "--testbed", "healthy")
     baseline = (tmp_path / "a" / "latest").resolve()
     assert cli.main(["verify", str(baseline)]) == 0
     doc = _run(tmp_path / "b", "--testbed", name, "--dgxspark-baseline", str(baseline), "--dgxspark-operator", "CI")
     before = {r["id"]: r["status"] for r in healthy_doc["rules"]}
-    want = sorted(r for r, s in expected.items() if s in BROKEN and before.get(r) == "passed")
+    after = {r["id"]: r["status"] for r in doc["rules"]}
+    want = sorted(r for r, s in after.items() if s in BROKEN and before.get(r) == "passed")
+    assert "ADR-0002.operator-components" in want
     assert sorted(c["rule"] for c in doc["drift"]["regressed"]) == want
     assert doc["drift"]["baseline"] == {**doc["drift"]["baseline"], "run_id": healthy_doc["run"]["id"],
                                         "integrity": "verified"}

@@ -24,11 +24,12 @@ def _needs_open_modules(host_target: HostTarget) -> bool:
 def test_nvidia_kernel_module_is_loaded(host_target: HostTarget, evidence: Any) -> None:
     if not host_target.spec.gpu:
         not_applicable(f"{host_target.name} is not a GPU host (dgxspark_gpu: false)")
-    modules = evidence.command(host_target, "cat /proc/modules")
-    assert modules.rc == 0, f"{host_target.where}: cannot read /proc/modules: {modules.stderr.strip()}"
+    # lsmod reads /proc/modules; it is the RKE2 docs' own host check (`lsmod | grep nvidia`).
+    modules = evidence.command(host_target, "lsmod")
+    assert modules.rc == 0, f"{host_target.where}: lsmod failed ({modules.rc}): {modules.stderr.strip()}"
     loaded = [m for m in ("nvidia", "nvidia_uvm", "nvidia_modeset") if module_loaded(modules.stdout, m)]
     evidence.record("nvidia modules loaded", loaded)
-    assert "nvidia" in loaded, f"{host_target.where}: the nvidia kernel module is not loaded (/proc/modules); load the host driver"
+    assert "nvidia" in loaded, f"{host_target.where}: the nvidia kernel module is not loaded (lsmod); load the host driver"
 
 
 @pytest.mark.rule("ADR-0002.host-driver")

@@ -10,7 +10,10 @@ from pytest_dgxspark import not_applicable
 from pytest_dgxspark.connections import HostTarget
 from pytest_dgxspark.parsing import dig, parse_runtime_version, pod_ready, pod_summary
 
-CDI_SPECS = "ls -1 /var/run/cdi/nvidia*.yaml /var/run/cdi/nvidia*.json /etc/cdi/nvidia*.yaml /etc/cdi/nvidia*.json 2>/dev/null; true"
+# CDI specs declaring NVIDIA device kinds: the toolkit's management.nvidia.com/gpu and the device plugin's
+# k8s.device-plugin.nvidia.com/gpu (/var/run/cdi/k8s.device-plugin.nvidia.com-gpu.json), any file name.
+CDI_SPECS = ("grep -l -E '\"?kind\"?[[:space:]]*:[[:space:]]*\"?[A-Za-z0-9.-]*nvidia\\.com/gpu' "
+             "/var/run/cdi/*.yaml /var/run/cdi/*.json /etc/cdi/*.yaml /etc/cdi/*.json 2>/dev/null; true")
 RKE2_CONTAINERD_CONFIG = "/var/lib/rancher/rke2/agent/etc/containerd/config.toml"
 NRI_MIN_CONTAINERD = (2, 1)
 
@@ -56,7 +59,7 @@ def test_gpu_injection_goes_through_rke2_containerd(
             f"{host_target.where}: the NRI plugin runs in the toolkit DaemonSet; its pod on {node_name} is not Ready: "
             f"{[pod_summary(p) for p in toolkit] or 'no pod'}"
         )
-        assert specs.stdout.strip(), f"{host_target.where}: no NVIDIA CDI spec in /var/run/cdi or /etc/cdi (the toolkit writes nvidia*.yaml)"
+        assert specs.stdout.strip(), f"{host_target.where}: no NVIDIA CDI spec in /var/run/cdi or /etc/cdi (no spec of kind *nvidia.com/gpu; the toolkit and device plugin write them)"
     else:
         grep = evidence.command(host_target, f"grep -n nvidia {RKE2_CONTAINERD_CONFIG}; true")
         assert "nvidia" in grep.stdout, (

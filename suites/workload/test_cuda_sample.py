@@ -30,7 +30,7 @@ def cuda_pod(name: str, image: str, node: dict[str, Any]) -> dict[str, Any]:
             "tolerations": tolerations,
             "containers": [{
                 "name": "cuda-vectoradd", "image": image,
-                "resources": {"limits": {"nvidia.com/gpu": 1}},
+                "resources": {"limits": {"nvidia.com/gpu": "1"}},
                 "securityContext": {"allowPrivilegeEscalation": False, "seccompProfile": {"type": "RuntimeDefault"}},
             }],
         },

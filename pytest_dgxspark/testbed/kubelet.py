@@ -1,0 +1,211 @@
+"""The simulated scheduler and kubelet: bind created pods to nodes and walk them through their phases."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from typing import Any
+
+from pytest_dgxspark.testbed import logs as texts
+from pytest_dgxspark.testbed.podshape import conditions, running_status, terminated_status, ts, waiting_status
+from pytest_dgxspark.testbed.store import Store
+
+GPU = "nvidia.com/gpu"
+DONE_PHASES = ("Succeeded", "Failed")
+
+
+def gpu_request(pod: dict[str, Any]) -> int:
+    """nvidia.com/gpu asked for by the pod (limits or requests; the max over init containers and the sum of containers)."""
+    spec = pod.get("spec") or {}
+
+    def one(c: dict[str, Any]) -> int:
+        res = c.get("resources") or {}
+        return int(str((res.get("limits") or {}).get(GPU) or (res.get("requests") or {}).get(GPU) or 0))
+
+    return max(sum(one(c) for c in spec.get("containers") or []), max((one(c) for c in spec.get("initContainers") or []), default=0))
+
+
+def tolerates(pod: dict[str, Any], taint: dict[str, Any]) -> bool:
+    for tol in (pod.get("spec") or {}).get("tolerations") or []:
+        if tol.get("effect") and tol["effect"] != taint.get("effect"):
+            continue
+        if tol.get("operator") == "Exists" and (not tol.get("key") or tol["key"] == taint.get("key")):
+            return True
+        if tol.get("key") == taint.get("key") and tol.get("value", "") == taint.get("value", ""):
+            return True
+    return False
+
+
+class Kubelet:
+    """Scheduler plus one kubelet per node, all in the API server process; changes go through the store."""
+
+    def __init__(self, store: Store, workload: dict[str, Any], logs: dict[str, str], step_s: float | None = None) -> None:
+        self.store, self.workload, self.logs = store, workload or {}, logs
+        self.step = float(step_s if step_s is not None else self.workload.get("step_s", 0.15))
+        self._lock = threading.Lock()
+
+    # --- scheduler -------------------------------------------------------------------------------------------
+    def admit(self, pod: dict[str, Any]) -> None:
+        """Called once for each pod created through the API."""
+        threading.Thread(target=self._run, args=(pod,), daemon=True).start()
+
+    def _fit(self, pod: dict[str, Any]) -> tuple[str | None, str]:
+        nodes, _ = self.store.list("/nodes")
+        pods, _ = self.store.list("/pods")
+        want = gpu_request(pod)
+        reasons: dict[str, int] = {}
+        preempt: dict[str, int] = {}
+        selector = (pod.get("spec") or {}).get("nodeSelector") or {}
+        for node in nodes:
+            name = node["metadata"]["name"]
+            labels = node["metadata"].get("labels") or {}
+            why = None
+            if (node.get("spec") or {}).get("unschedulable"):
+                why = "node(s) were unschedulable"
+            for taint in (node.get("spec") or {}).get("taints") or []:
+                if why is None and taint.get("effect") in ("NoSchedule", "NoExecute") and not tolerates(pod, taint):
+                    why = f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value', '')}}}"
+            if why is None and any(labels.get(k) != v for k, v in selector.items()):
+                why = "node(s) didn't match Node's node affinity/selector"
+            if why is None and want:
+                free = int(str(((node.get("status") or {}).get("allocatable") or {}).get(GPU, "0")))
+                used = sum(gpu_request(p) for p in pods if (p.get("spec") or {}).get("nodeName") == name
+                           and (p.get("status") or {}).get("phase") not in DONE_PHASES)
+                if want > free - used:
+                    why = f"Insufficient {GPU}"
+            if why is None:
+                return name, ""
+            reasons[why] = reasons.get(why, 0) + 1
+            victim = "No preemption victims found for incoming pod" if why.startswith("Insufficient") else \
+                "Preemption is not helpful for scheduling"
+            preempt[victim] = preempt.get(victim, 0) + 1
+        total = len(nodes)
+        first = ", ".join(f"{n} {r}" for r, n in sorted(reasons.items()))
+        second = ", ".join(f"{n} {r}" for r, n in sorted(preempt.items()))
+        return None, f"0/{total} nodes are available: {first}. preemption: 0/{total} nodes are available: {second}."
+
+    # --- events ----------------------------------------------------------------------------------------------
+    def event(self, pod: dict[str, Any], kind: str, reason: str, message: str, component: str, host: str | None = None) -> None:
+        md, now = pod["metadata"], ts(time.time())
+        source: dict[str, Any] = {"component": component}
+        if host:
+            source["host"] = host
+        self.store.put("/events", {
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": f"{md['name']}.{time.time_ns():x}", "namespace": md.get("namespace", "default"),
+                         "uid": str(uuid.uuid4())},
+            "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": md["name"], "namespace": md.get("namespace", "default"),
+                               "uid": md["uid"], "resourceVersion": md.get("resourceVersion", ""),
+                               **({"fieldPath": f"spec.containers{{{pod['spec']['containers'][0]['name']}}}"}
+                                  if component == "kubelet" and reason not in ("FailedCreatePodSandBox", "UnexpectedAdmissionError") else {})},
+            "reason": reason, "message": message, "source": source, "type": kind, "count": 1,
+            "firstTimestamp": now, "lastTimestamp": now, "eventTime": None,
+            "reportingComponent": component, "reportingInstance": host or "",
+        })
+
+    # --- lifecycle -------------------------------------------------------------------------------------------
+    def _update(self, pod: dict[str, Any], change: Any) -> dict[str, Any] | None:
+        md = pod["metadata"]
+        return self.store.update("/pods", md.get("namespace", "default"), md["name"], change)
+
+    def _run(self, pod: dict[str, Any]) -> None:
+        try:
+            self._lifecycle(pod)
+        except Exception as exc:  # noqa: BLE001 - a kubelet thread must never take the server down
+            print(f"kubelet: pod {pod['metadata'].get('name')}: {exc!r}", flush=True)
+
+    def _lifecycle(self, pod: dict[str, Any]) -> None:
+        md, spec = pod["metadata"], pod["spec"]
+        created = time.time()
+        time.sleep(self.step / 3)
+        with self._lock:  # scheduling decisions one at a time, so two pods never get the same GPU
+            node_name = spec.get("nodeName")
+            message = ""
+            if not node_name:
+                node_name, message = self._fit(pod)
+            if node_name is None:
+                def unschedulable(o: dict[str, Any]) -> None:
+                    o["status"]["conditions"] = conditions(created, False, False, False, unschedulable_message=message)
+                self._update(pod, unschedulable)
+                self.event(pod, "Warning", "FailedScheduling", message, "default-scheduler")
+                return
+
+            def bind(o: dict[str, Any]) -> None:
+                o["spec"]["nodeName"] = node_name
+                o["status"]["conditions"] = [{"type": "PodScheduled", "status": "True", "lastProbeTime": None,
+                                              "lastTransitionTime": ts(created)}]
+            if self._update(pod, bind) is None:
+                return
+        self.event(pod, "Normal", "Scheduled", f"Successfully assigned {md.get('namespace', 'default')}/{md['name']} to {node_name}",
+                   "default-scheduler")
+        node = self.store.get("/nodes", "", node_name) or {}
+        ip = next((a["address"] for a in (node.get("status") or {}).get("addresses") or [] if a["type"] == "InternalIP"), "")
+        gpu = gpu_request(pod) > 0
+        outcome = self.workload.get("outcome", "succeeded") if gpu else self.workload.get("cpu_outcome", "running")
+        failure = texts.FAILURES.get(self.workload.get("failure") or "", {}) if outcome == "failed" else {}
+        key = f"{md.get('namespace', 'default')}/{md['name']}"
+        base = {"hostIP": ip, "hostIPs": [{"ip": ip}], "startTime": ts(created), "qosClass": "BestEffort"}
+        mains = spec["containers"]
+        if failure.get("reason") == "UnexpectedAdmissionError":
+            time.sleep(self.step)
+            self._set(pod, {**base, "phase": "Failed", "reason": failure["reason"], "message": failure["message"]})
+            self.event(pod, "Warning", failure["reason"], failure["message"].removeprefix("Pod was rejected: "), "kubelet", node_name)
+            return
+        time.sleep(self.step)
+        if failure.get("event") == "FailedCreatePodSandBox":
+            self._set(pod, {**base, "phase": "Pending", "conditions": self._conds(pod, created, False),
+                            "containerStatuses": [waiting_status(c, "ContainerCreating") for c in mains]})
+            self.event(pod, "Warning", "FailedCreatePodSandBox", failure["message"], "kubelet", node_name)
+            return
+        for c in mains:
+            self.event(pod, "Normal", "Pulling", f'Pulling image "{c["image"]}"', "kubelet", node_name)
+            self.event(pod, "Normal", "Pulled", f'Successfully pulled image "{c["image"]}" in 812ms (812ms including waiting). '
+                       "Image size: 35682418 bytes.", "kubelet", node_name)
+        time.sleep(self.step)
+        if failure.get("waiting"):
+            self._set(pod, {**base, "phase": "Pending", "conditions": self._conds(pod, created, False),
+                            "containerStatuses": [waiting_status(c, failure["waiting"], failure["message"]) for c in mains]})
+            self.event(pod, "Warning", "Failed", f"Error: {failure['message']}", "kubelet", node_name)
+            return
+        for c in mains:
+            self.event(pod, "Normal", "Created", f"Created container: {c['name']}", "kubelet", node_name)
+            self.event(pod, "Normal", "Started", f"Started container {c['name']}", "kubelet", node_name)
+        started = time.time()
+        ready = self._set(pod, {**base, "phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}],
+                                "conditions": self._conds(pod, created, True),
+                                "containerStatuses": [running_status(c, started) for c in mains]})
+        if ready is None or outcome == "running":
+            return
+        time.sleep(float(self.workload.get("run_s", self.step * 2)))
+        log = failure.get("log") if failure else self.workload.get("log", texts.VECTORADD if gpu else "")
+        for c in mains:
+            self.logs[f"{key}/{c['name']}"] = log or ""
+        exit_code = int(failure.get("exit_code", 1)) if failure else 0
+        reason = "Error" if failure else "Completed"
+        finished = time.time()
+        policy = spec.get("restartPolicy", "Always")
+        if policy == "Never" or (policy == "OnFailure" and not failure):
+            self._set(pod, {**base, "phase": "Failed" if failure else "Succeeded", "podIP": ip, "podIPs": [{"ip": ip}],
+                            "conditions": self._conds(pod, created, False, completed=True),
+                            "containerStatuses": [terminated_status(c, started, finished, exit_code, reason) for c in mains]})
+            return
+        last = {"exitCode": exit_code, "reason": reason, "startedAt": ts(started), "finishedAt": ts(finished)}
+        back_off = [waiting_status(c, "CrashLoopBackOff", f"back-off 10s restarting failed container={c['name']} pod={md['name']}_"
+                                   f"{md.get('namespace', 'default')}({md['uid']})", 1, last) for c in mains]
+        self._set(pod, {**base, "phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}],
+                        "conditions": self._conds(pod, created, False), "containerStatuses": back_off})
+        self.event(pod, "Warning", "BackOff", f"Back-off restarting failed container {mains[0]['name']} in pod "
+                   f"{md['name']}_{md.get('namespace', 'default')}({md['uid']})", "kubelet", node_name)
+
+    @staticmethod
+    def _conds(pod: dict[str, Any], created: float, ready: bool, completed: bool = False) -> list[dict[str, Any]]:
+        return conditions(created, True, True, ready, completed=completed)
+
+    def _set(self, pod: dict[str, Any], status: dict[str, Any]) -> dict[str, Any] | None:
+        def change(o: dict[str, Any]) -> None:
+            if o["metadata"].get("deletionTimestamp"):
+                return
+            kept = {k: v for k, v in o.get("status", {}).items() if k == "qosClass"}
+            o["status"] = {**status, **kept}
+        return self._update(pod, change)

@@ -1,0 +1,68 @@
+/* Stand-in daemon of the dgxspark testbed: keeps its command line alive, optionally serving unix sockets.
+ *
+ * Installed under a daemon's real path (rke2, containerd, kubelet, dockerd, ...) so that comm and args
+ * are the real ones. $DGXSPARK_LISTEN (colon-separated paths) names unix sockets to listen on; each
+ * accepted connection is closed at once, so the socket answers like a live daemon's.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#define MAX_SOCKETS 8
+
+static void make_parents(char *path) {
+    for (char *p = path + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        mkdir(path, 0755);
+        *p = '/';
+    }
+}
+
+static int listen_on(const char *path) {
+    struct sockaddr_un addr;
+    char copy[sizeof addr.sun_path];
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || strlen(path) >= sizeof addr.sun_path) return -1;
+    memset(&addr, 0, sizeof addr);
+    addr.sun_family = AF_UNIX;
+    strcpy(addr.sun_path, path);
+    strcpy(copy, path);
+    make_parents(copy);
+    unlink(path);
+    if (bind(fd, (struct sockaddr *)&addr, sizeof addr) < 0 || listen(fd, 64) < 0) {
+        fprintf(stderr, "sleeper: cannot listen on %s: %s\n", path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+int main(void) {
+    struct pollfd fds[MAX_SOCKETS];
+    int n = 0;
+    const char *spec = getenv("DGXSPARK_LISTEN");
+    if (spec && *spec) {
+        char *list = strdup(spec);
+        for (char *tok = strtok(list, ":"); tok && n < MAX_SOCKETS; tok = strtok(NULL, ":")) {
+            int fd = listen_on(tok);
+            if (fd >= 0) { fds[n].fd = fd; fds[n].events = POLLIN; n++; }
+        }
+        free(list);
+    }
+    if (n == 0) for (;;) pause();
+    for (;;) {
+        if (poll(fds, (nfds_t)n, -1) < 0) continue;
+        for (int i = 0; i < n; i++) {
+            if (!(fds[i].revents & POLLIN)) continue;
+            int conn = accept(fds[i].fd, NULL, NULL);
+            if (conn >= 0) close(conn);
+        }
+    }
+}

@@ -1,0 +1,341 @@
+"""`Testbed`: bring a scenario up (netns, SSH hosts, API servers, kubeconfig, inventory) and tear it all down."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pytest_dgxspark.testbed import netns, objects, pki, scenario as scenarios
+from pytest_dgxspark.testbed.sshkeys import write_keypair
+
+API_PORT = 6443
+READY_TIMEOUT_S = 15.0
+SERVER_MODULE = "pytest_dgxspark.testbed.apiserver"
+
+
+class TestbedError(RuntimeError):
+    """The testbed could not be brought up; the message says which step and why."""
+
+
+def default_site() -> Path:
+    """The repo's sites/tirosh-home (relative to the package, else to the working directory)."""
+    for base in (Path(__file__).resolve().parents[2], Path.cwd()):
+        if (base / "sites" / "tirosh-home" / "rke2" / "vars.yml").is_file():
+            return base / "sites" / "tirosh-home"
+    raise TestbedError("no default site: sites/tirosh-home/rke2/vars.yml was found neither beside the package nor in the cwd; "
+                       "pass site=")
+
+
+def load_site(site: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(vars of rke2/vars.yml, the GPU Operator HelmChart) of a site directory."""
+    vars_path, chart_path = site / "rke2" / "vars.yml", site / "rke2" / "gpu-operator.helmchart.yaml"
+    try:
+        site_vars = yaml.safe_load(vars_path.read_text()) or {}
+        chart = yaml.safe_load(chart_path.read_text()) if chart_path.is_file() else {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise TestbedError(f"site {site}: cannot read {vars_path.name} / {chart_path.name}: {exc}") from exc
+    if not isinstance(site_vars, dict) or "rke2_context_name" not in site_vars:
+        raise TestbedError(f"{vars_path}: rke2_context_name must be set (the workload cluster's kubeconfig context)")
+    return site_vars, chart or {}
+
+
+class Testbed:
+    """A simulated DGX Spark cluster described by a scenario, living in `directory` until `down()`."""
+
+    __test__ = False  # not a pytest test class
+
+    def __init__(self, scenario: str | Path, directory: Path | str, site: Path | str | None = None, *,
+                 _without_hosts: bool = False) -> None:
+        self.directory = Path(directory).resolve()
+        self.scenario = scenarios.load(scenario)
+        self.site_dir = Path(site).resolve() if site else (self.scenario.site_dir or default_site())
+        self.kubeconfig = self.directory / "kubeconfig"
+        self.inventory = self.directory / "inventory.yml"
+        self.ssh_config = self.directory / "ssh_config"
+        self.contexts: dict[str, str] = {}
+        self._without_hosts = _without_hosts  # internal: unit tests of the cluster side only
+        self._downing = False
+
+    # --- lifecycle -------------------------------------------------------------------------------------------
+    def __enter__(self) -> Testbed:
+        return self.up()
+
+    def __exit__(self, *exc: object) -> None:
+        self.down()
+
+    @property
+    def testbed_id(self) -> str:
+        return str(self.directory)
+
+    def up(self) -> Testbed:
+        """Start everything; on any failure tear down what was started and raise TestbedError."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        if _alive(_read_state(self.directory).get("pids", [])):
+            raise TestbedError(f"{self.directory}: a testbed is already up here; run `dgxspark-testbed down --dir {self.directory}`")
+        for stale in ("requests.jsonl", "state.json"):
+            (self.directory / stale).unlink(missing_ok=True)
+        try:
+            self._up()
+        except BaseException as exc:
+            self.down()
+            if isinstance(exc, TestbedError) or not isinstance(exc, Exception):
+                raise
+            raise TestbedError(f"testbed {self.scenario.name} in {self.directory}: bring-up failed: {exc!r}") from exc
+        return self
+
+    def _up(self) -> None:
+        site_vars, chart = load_site(self.site_dir)
+        state: dict[str, Any] = {"testbed_id": self.testbed_id, "scenario": self.scenario.name, "links": [], "pids": [], "hosts": []}
+        state["slot"] = slot = netns.allocate_subnet(self.testbed_id)
+        _write_state(self.directory, state)
+        links: dict[str, netns.Link] = {}
+        names = list(self.scenario.nodes)
+        mgmt = self.scenario.management
+        with_mgmt = bool(mgmt.get("enabled", False))
+        for index, name in enumerate(names + (["argocd-mgmt"] if with_mgmt else []), start=1):
+            ns_name, ifname = netns.names_for(slot, index)
+            host_ip, node_ip, prefix = netns.node_addresses(slot, index)
+            state["links"].append({"name": name, "netns": ns_name, "host_ifname": ifname, "host_ip": host_ip,
+                                   "node_ip": node_ip, "prefix": prefix})
+            _write_state(self.directory, state)
+            links[name] = netns.create(ns_name, ifname, host_ip, node_ip, prefix)
+        node_ips = {n: links[n].node_ip for n in names}
+        key = self.directory / "id_ed25519"
+        public_key = write_keypair(key)
+        known: list[str] = []
+        if not self._without_hosts:
+            known = self._start_hosts(state, links, public_key)
+        (self.directory / "known_hosts").write_text("".join(known))
+        context, mgmt_context = site_vars["rke2_context_name"], site_vars.get("argocd_context", "argocd")
+        server_name = self.scenario.server_name()
+        pki_dir = self.directory / "pki"
+        pki_dir.mkdir(mode=0o700, exist_ok=True)
+        entries = []
+        ctx = objects.make_context(self.scenario, site_vars, chart, node_ips)
+        workload_ip = links[server_name].node_ip
+        ca, token = self._cluster_pki(pki_dir, "workload", workload_ip, server_name)
+        entries.append(pki.kubeconfig_entry(context, f"https://{workload_ip}:{API_PORT}", ca, self._client(pki_dir, "workload")))
+        self.contexts = {"workload": context}
+        worlds = {"workload": (objects.build_workload(ctx), self.scenario.cluster, links[server_name])}
+        if with_mgmt:
+            mgmt_ip = links["argocd-mgmt"].node_ip
+            mca, _ = self._cluster_pki(pki_dir, "management", mgmt_ip, "argocd-mgmt")
+            entries.append(pki.kubeconfig_entry(mgmt_context, f"https://{mgmt_ip}:{API_PORT}", mca,
+                                                self._client(pki_dir, "management")))
+            self.contexts["management"] = mgmt_context
+            mctx = objects.make_context(self.scenario, site_vars, chart, {"argocd-mgmt": mgmt_ip})
+            world = objects.build_management(mctx, f"https://{workload_ip}:{API_PORT}", ca.cert, token)
+            worlds["management"] = (world, mgmt, links["argocd-mgmt"])
+        pki.write_kubeconfig(self.kubeconfig, entries, context)
+        started = []
+        for cluster, (world, spec, link) in worlds.items():
+            payload = json.loads(world.to_json())
+            payload["faults"] = spec.get("faults") or {}
+            pki.write_private(self.directory / f"{cluster}-world.json", json.dumps(payload))
+            if spec.get("unreachable"):
+                continue
+            log = open(self.directory / f"apiserver-{cluster}.log", "ab")  # noqa: SIM115 - handed to the child
+            proc = subprocess.Popen(["ip", "netns", "exec", link.netns, sys.executable, "-m", SERVER_MODULE, "--dir",
+                                     str(self.directory), "--cluster", cluster, "--listen", link.node_ip, "--port", str(API_PORT)],
+                                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                                    env={**os.environ, "PYTHONPATH": _package_root()})
+            log.close()
+            state["pids"].append(proc.pid)
+            _write_state(self.directory, state)
+            started.append((cluster, proc, link.node_ip))
+        for cluster, proc, ip in started:
+            _wait_listening(proc, ip, API_PORT, self.directory / f"apiserver-{cluster}.log")
+        self._write_inventory(state, links, key, site_vars)
+        _write_state(self.directory, {**state, "contexts": self.contexts, "up": True})
+
+    def _start_hosts(self, state: dict[str, Any], links: dict[str, netns.Link], public_key: str) -> list[str]:
+        hosts = importlib.import_module("pytest_dgxspark.testbed.hosts")
+        known = []
+        for name, spec in self.scenario.nodes.items():
+            node_dir = self.directory / "nodes" / name
+            host_key_dir = self.directory / "hostkeys" / name
+            host_key_dir.mkdir(parents=True, exist_ok=True)
+            handle = hosts.start_host(name, dict((spec or {}).get("host") or {}), node_dir=node_dir, link=links[name],
+                                      authorized_key=public_key, host_key_dir=host_key_dir, scenario_dir=self.scenario.directory,
+                                      role=(spec or {}).get("role", "server"))
+            state["hosts"].append({"name": handle.name, "address": handle.address, "port": handle.port, "netns": handle.netns,
+                                   "pid": handle.pid, "node_dir": str(handle.node_dir)})
+            _write_state(self.directory, state)
+            for pub in sorted(host_key_dir.glob("*.pub")):
+                algo, blob = pub.read_text().split()[:2]
+                known.append(f"{handle.address} {algo} {blob}\n" if handle.port == 22 else f"[{handle.address}]:{handle.port} {algo} {blob}\n")
+                known.append(f"{name} {algo} {blob}\n")
+        return known
+
+    def _cluster_pki(self, pki_dir: Path, cluster: str, ip: str, node_name: str) -> tuple[pki.Pair, str]:
+        ca = pki.make_ca(f"rke2-server-ca@{int(time.time())}" if cluster == "workload" else f"k3s-server-ca@{int(time.time())}")
+        server = pki.server_cert(ca, [ip, "127.0.0.1", "10.43.0.1"],
+                                 ["kubernetes", "kubernetes.default", "kubernetes.default.svc", "localhost", node_name])
+        pki.write_private(pki_dir / f"{cluster}-ca.crt", ca.cert)
+        pki.write_private(pki_dir / f"{cluster}-ca.key", ca.key)
+        pki.write_private(pki_dir / f"{cluster}-server.crt", server.cert)
+        pki.write_private(pki_dir / f"{cluster}-server.key", server.key)
+        token = pki.new_token()
+        pki.write_private(pki_dir / f"{cluster}-tokens.json", json.dumps({"tokens": [token]}))
+        return ca, token
+
+    @staticmethod
+    def _client(pki_dir: Path, cluster: str) -> pki.Pair:
+        ca = pki.Pair((pki_dir / f"{cluster}-ca.crt").read_bytes(), (pki_dir / f"{cluster}-ca.key").read_bytes())
+        return pki.client_cert(ca, "system:admin", "system:masters")
+
+    def _write_inventory(self, state: dict[str, Any], links: dict[str, netns.Link], key: Path, site_vars: dict[str, Any]) -> None:
+        ports = {h["name"]: (h["address"], h["port"]) for h in state["hosts"]}
+        groups: dict[str, dict[str, Any]] = {"rke2_servers": {"hosts": {}}, "rke2_agents": {"hosts": {}}}
+        ssh_lines = []
+        for name, spec in self.scenario.nodes.items():
+            spec = spec or {}
+            address, port = ports.get(name, (links[name].node_ip, 22))
+            host_vars = {"ansible_host": address, "ansible_port": port, "ansible_user": "root",
+                         "ansible_ssh_private_key_file": str(key), "dgxspark_gpu": bool(spec.get("gpu", True)),
+                         "dgxspark_model": spec.get("model", "dgx-spark" if spec.get("gpu", True) else "generic-arm64")}
+            if spec.get("gpu", True):
+                host_vars["dgxspark_gpu_product"] = "NVIDIA GB10"
+            group = "rke2_servers" if spec.get("role", "server") == "server" else "rke2_agents"
+            groups[group]["hosts"][name] = host_vars
+            ssh_lines.append(f"Host {name} {address}\n  HostName {address}\n  Port {port}\n  User root\n  IdentityFile {key}\n"
+                             f"  IdentitiesOnly yes\n  UserKnownHostsFile {self.directory / 'known_hosts'}\n"
+                             "  StrictHostKeyChecking yes\n\n")
+        children = {g: v for g, v in groups.items() if v["hosts"]}
+        header = f"# Testbed inventory of scenario {self.scenario.name} (SIMULATED); written by dgxspark-testbed up.\n"
+        self.inventory.write_text(header + yaml.safe_dump({"all": {"children": children}}, sort_keys=False))
+        self.ssh_config.write_text("# SIMULATED testbed hosts; written by dgxspark-testbed up.\n" + "".join(ssh_lines))
+
+    def down(self) -> None:
+        """Stop every process, remove every netns/veth and release the subnet; safe twice and after a crashed `up`."""
+        if self._downing:
+            return
+        self._downing = True
+        try:
+            teardown(self.directory)
+        finally:
+            self._downing = False
+
+    def requests(self) -> list[dict[str, Any]]:
+        """Every API request recorded so far (DIR/requests.jsonl)."""
+        path = self.directory / "requests.jsonl"
+        if not path.is_file():
+            return []
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def teardown(directory: Path) -> list[str]:
+    """Undo what state.json records; returns the problems met (never raises)."""
+    directory = Path(directory).resolve()
+    state = _read_state(directory)
+    problems: list[str] = []
+    for pid in state.get("pids", []):
+        _stop(pid, problems)
+    if state.get("hosts"):
+        try:
+            hosts = importlib.import_module("pytest_dgxspark.testbed.hosts")
+            for h in state["hosts"]:
+                handle = hosts.HostHandle(h["name"], h["address"], h["port"], h["netns"], h["pid"], Path(h["node_dir"]))
+                try:
+                    hosts.stop_host(handle)
+                except Exception as exc:  # noqa: BLE001 - keep tearing down the rest
+                    problems.append(f"stop host {h['name']}: {exc!r}")
+        except Exception as exc:  # noqa: BLE001
+            problems.append(f"hosts module: {exc!r}")
+    for link in state.get("links", []):
+        try:
+            netns.destroy(netns.Link(link["netns"], link["host_ifname"], link["host_ip"], link["node_ip"], link["prefix"]))
+        except Exception as exc:  # noqa: BLE001
+            problems.append(f"netns {link['netns']}: {exc!r}")
+    try:
+        netns.release_subnet(state.get("testbed_id") or str(directory))
+    except Exception as exc:  # noqa: BLE001
+        problems.append(f"release subnet: {exc!r}")
+    if (directory / "state.json").exists():
+        _write_state(directory, {"testbed_id": str(directory), "down": True, "problems": problems})
+    return problems
+
+
+def _stop(pid: int, problems: list[str]) -> None:
+    if not _is_ours(pid):
+        return
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    except PermissionError as exc:
+        problems.append(f"pid {pid}: {exc}")
+        return
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline and _is_ours(pid):
+        _reap(pid)
+        time.sleep(0.05)
+    if _is_ours(pid):
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        _reap(pid)
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def _is_ours(pid: int) -> bool:
+    """The pid is still one of our API servers (not a recycled pid, not a zombie)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return SERVER_MODULE.encode() in cmdline and stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def _alive(pids: list[int]) -> bool:
+    return any(_is_ours(p) for p in pids)
+
+
+def _read_state(directory: Path) -> dict[str, Any]:
+    try:
+        return json.loads((directory / "state.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _write_state(directory: Path, state: dict[str, Any]) -> None:
+    tmp = directory / "state.json.tmp"
+    tmp.write_text(json.dumps(state, indent=1))
+    tmp.replace(directory / "state.json")
+
+
+def _package_root() -> str:
+    root = str(Path(__file__).resolve().parents[2])
+    return os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
+
+
+def _wait_listening(proc: subprocess.Popen[bytes], ip: str, port: int, log: Path) -> None:
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            tail = log.read_text(errors="replace")[-2000:] if log.is_file() else ""
+            raise TestbedError(f"API server on {ip}:{port} exited with {proc.returncode} before listening; {log}:\n{tail}")
+        try:
+            with socket.create_connection((ip, port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise TestbedError(f"API server on {ip}:{port} did not listen within {READY_TIMEOUT_S:.0f} s; see {log}")

@@ -1,0 +1,174 @@
+"""Testbed scenarios: load a scenario directory, resolve `extends`, validate the top-level shape."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+BUNDLED_DIR = Path(__file__).parent / "scenarios"
+TOP_LEVEL_KEYS = frozenset({"description", "extends", "nodes", "cluster", "management", "expect"})
+RULE_STATUSES = frozenset({"passed", "failed", "blocked", "error", "not-applicable"})
+NODE_ROLES = frozenset({"server", "agent"})
+
+
+class ScenarioError(ValueError):
+    """A scenario file that cannot be used; the message names the file and the key."""
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One loaded scenario: `data` is the merged mapping, `directory` the scenario's own folder."""
+
+    name: str
+    description: str
+    directory: Path
+    data: dict[str, Any] = field(repr=False)
+    expect: dict[str, Any] = field(repr=False)
+    site_dir: Path | None = None
+    chain: tuple[Path, ...] = ()
+
+    @property
+    def nodes(self) -> dict[str, dict[str, Any]]:
+        return self.data.get("nodes") or {}
+
+    @property
+    def cluster(self) -> dict[str, Any]:
+        return self.data.get("cluster") or {}
+
+    @property
+    def management(self) -> dict[str, Any]:
+        return self.data.get("management") or {}
+
+    def server_name(self) -> str:
+        """The node that runs the workload API server (the first `server`)."""
+        for name, node in self.nodes.items():
+            if (node or {}).get("role", "server") == "server":
+                return name
+        raise ScenarioError(f"{self.directory / 'scenario.yaml'}: nodes: at least one node with role 'server' is required")
+
+    def object_files(self) -> list[Path]:
+        """`objects/*.yaml` of every scenario in the extends chain, base first."""
+        files: list[Path] = []
+        for directory in self.chain:
+            files.extend(sorted((directory / "objects").glob("*.yaml")))
+        return files
+
+    def node_root_dirs(self, node: str) -> list[Path]:
+        """`nodes/<node>/root/` trees of the extends chain, base first (later ones lie on top)."""
+        return [d / "nodes" / node / "root" for d in self.chain if (d / "nodes" / node / "root").is_dir()]
+
+
+def deep_merge(base: Any, override: Any) -> Any:
+    """Maps merge key by key, anything else (lists included) replaces; a `None` value deletes the key."""
+    if not isinstance(base, dict) or not isinstance(override, dict):
+        return copy.deepcopy(override)
+    merged = copy.deepcopy(base)
+    for key, value in override.items():
+        if value is None:
+            merged.pop(key, None)
+        elif key in merged and isinstance(merged[key], dict) and isinstance(value, dict):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def bundled() -> list[tuple[str, str]]:
+    """(name, one-line description) of every bundled scenario, sorted by name."""
+    found = []
+    for path in sorted(BUNDLED_DIR.glob("*/scenario.yaml")):
+        raw = _read(path)
+        found.append((path.parent.name, str(raw.get("description", "")).strip().splitlines()[0] if raw.get("description") else ""))
+    return found
+
+
+def resolve(scenario: str | Path) -> Path:
+    """The scenario directory of a bundled name, a directory or a scenario.yaml path."""
+    text = str(scenario)
+    candidate = Path(text)
+    if "/" not in text and not candidate.suffix and (BUNDLED_DIR / text / "scenario.yaml").is_file():
+        return BUNDLED_DIR / text
+    if candidate.is_file() and candidate.name.endswith((".yaml", ".yml")):
+        return candidate.parent.resolve()
+    if (candidate / "scenario.yaml").is_file():
+        return candidate.resolve()
+    names = ", ".join(name for name, _ in bundled())
+    raise ScenarioError(f"scenario {text!r}: not a bundled scenario ({names}) nor a directory holding scenario.yaml")
+
+
+def load(scenario: str | Path) -> Scenario:
+    """Load a scenario by bundled name or path, resolving `extends` (at most 8 levels)."""
+    directory = resolve(scenario)
+    chain: list[Path] = []
+    layers: list[dict[str, Any]] = []
+    current: Path | None = directory
+    while current is not None:
+        if current in chain or len(chain) >= 8:
+            raise ScenarioError(f"{directory / 'scenario.yaml'}: extends: cycle or too deep through {[str(c) for c in chain]}")
+        path = current / "scenario.yaml"
+        raw = _read(path)
+        unknown = sorted(set(raw) - TOP_LEVEL_KEYS)
+        if unknown:
+            raise ScenarioError(f"{path}: unknown top-level keys {unknown}; expected some of {sorted(TOP_LEVEL_KEYS)}")
+        chain.insert(0, current)
+        layers.insert(0, raw)
+        parent = raw.get("extends")
+        if parent is not None and not (isinstance(parent, str) and (BUNDLED_DIR / parent / "scenario.yaml").is_file()):
+            raise ScenarioError(f"{path}: extends: {parent!r} is not a bundled scenario")
+        current = BUNDLED_DIR / parent if parent else None
+    data: dict[str, Any] = {}
+    for layer in layers:
+        data = deep_merge(data, {k: v for k, v in layer.items() if k != "extends"})
+    path = directory / "scenario.yaml"
+    _validate(path, data, layers[-1])
+    site_dir = next((d / "site" for d in reversed(chain) if (d / "site" / "rke2" / "vars.yml").is_file()), None)
+    expect = layers[-1].get("expect") or {}
+    expect = {"rules": dict(expect.get("rules") or {}), "root_causes": list(expect.get("root_causes") or [])}
+    return Scenario(
+        name=directory.name,
+        description=str(data.get("description", "")).strip(),
+        directory=directory,
+        data=data,
+        expect=expect,
+        site_dir=site_dir,
+        chain=tuple(chain),
+    )
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise ScenarioError(f"{path}: cannot be read as YAML: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise ScenarioError(f"{path}: must be a mapping, got {type(raw).__name__}")
+    return raw
+
+
+def _validate(path: Path, data: dict[str, Any], own: dict[str, Any]) -> None:
+    problems = []
+    if not str(data.get("description", "")).strip():
+        problems.append("description: a one-line description is required")
+    nodes = data.get("nodes")
+    if not isinstance(nodes, dict) or not nodes:
+        problems.append("nodes: a mapping of at least one node is required")
+    else:
+        for name, node in nodes.items():
+            role = (node or {}).get("role", "server")
+            if role not in NODE_ROLES:
+                problems.append(f"nodes.{name}.role: {role!r}, expected one of {sorted(NODE_ROLES)}")
+    expect = own.get("expect") or {}
+    if not isinstance(expect, dict) or set(expect) - {"rules", "root_causes"}:
+        problems.append("expect: only the keys 'rules' and 'root_causes' are allowed")
+    else:
+        for rule, status in (expect.get("rules") or {}).items():
+            if status not in RULE_STATUSES:
+                problems.append(f"expect.rules.{rule}: {status!r}, expected one of {sorted(RULE_STATUSES)}")
+        if not isinstance(expect.get("root_causes") or [], list):
+            problems.append("expect.root_causes: must be a list of rule ids")
+    if problems:
+        raise ScenarioError(f"{path}: " + "; ".join(problems))

@@ -1,0 +1,306 @@
+"""The testbed's simulated DGX Spark hosts, checked over real SSH and through testinfra."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import testinfra
+
+from pytest_dgxspark.testbed import hostfiles, hosts, native, netns
+
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0 or not shutil.which("unshare") or not os.path.exists("/usr/sbin/sshd"),
+    reason="simulated hosts need root, util-linux unshare and OpenSSH sshd",
+)
+TESTBED_ID = f"pytest-hosts-{os.getpid()}"
+NVML_PROBE = r"""
+import ctypes, json
+out = {}
+l = ctypes.CDLL("libnvidia-ml.so.1")
+l.nvmlErrorString.restype = ctypes.c_char_p
+out["init"] = l.nvmlInit_v2()
+if out["init"] == 0:
+    n = ctypes.c_uint(); out["count_rc"] = l.nvmlDeviceGetCount_v2(ctypes.byref(n)); out["count"] = n.value
+    h = ctypes.c_void_p(); l.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(h))
+    buf = ctypes.create_string_buffer(96); l.nvmlDeviceGetName(h, buf, 96); out["name"] = buf.value.decode()
+    l.nvmlSystemGetDriverVersion(buf, 96); out["driver"] = buf.value.decode()
+    mem = (ctypes.c_ulonglong * 3)(); out["memory_rc"] = l.nvmlDeviceGetMemoryInfo(h, mem)
+    ma, mi = ctypes.c_int(), ctypes.c_int(); l.nvmlDeviceGetCudaComputeCapability(h, ctypes.byref(ma), ctypes.byref(mi))
+    out["compute"] = f"{ma.value}.{mi.value}"
+    cuda = ctypes.c_int(); l.nvmlSystemGetCudaDriverVersion(ctypes.byref(cuda)); out["cuda"] = cuda.value
+    pci = ctypes.create_string_buffer(68); l.nvmlDeviceGetPciInfo_v3(h, pci); out["bus_id"] = pci.raw[36:68].split(b"\0")[0].decode()
+    out["shutdown"] = l.nvmlShutdown()
+out["error"] = l.nvmlErrorString(out["init"]).decode()
+print(json.dumps(out))
+"""
+
+
+@dataclass(frozen=True)
+class Node:
+    handle: hosts.HostHandle
+    link: netns.Link
+    ssh_config: Path
+    started_s: float
+
+    def ssh(self, command: str, timeout: float = 20, *options: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["ssh", "-F", str(self.ssh_config), *options, self.handle.address, command],
+                              capture_output=True, text=True, timeout=timeout)
+
+    def testinfra(self) -> Any:
+        return testinfra.get_host(f"ssh://root@{self.handle.address}", ssh_config=str(self.ssh_config), controlpersist=0)
+
+
+@pytest.fixture(scope="module")
+def keypair(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    key = tmp_path_factory.mktemp("client") / "id_ed25519"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    return key
+
+
+@pytest.fixture(scope="module")
+def slot() -> Iterator[int]:
+    yield netns.allocate_subnet(TESTBED_ID)
+    netns.release_subnet(TESTBED_ID)
+
+
+_INDEX = iter(range(1, netns.MAX_NODES + 1))
+
+
+@contextlib.contextmanager
+def running(spec: dict[str, Any], base: Path, keypair: Path, slot: int, name: str = "gpu-01") -> Iterator[Node]:
+    index = next(_INDEX)
+    host_ip, node_ip, prefix = netns.node_addresses(slot, index)
+    ns_name, ifname = netns.names_for(slot, index)
+    link = netns.create(ns_name, ifname, host_ip, node_ip, prefix)
+    handle = None
+    control_dir = Path(tempfile.mkdtemp(prefix="dgxs-cm-"))  # short: unix socket paths are limited to 108 bytes
+    config = base / "ssh_config"
+    try:
+        config.write_text(f"Host *\n  User root\n  IdentityFile {keypair}\n  IdentitiesOnly yes\n"
+                          f"  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n"
+                          f"  ConnectTimeout 5\n  BatchMode yes\n  ControlMaster auto\n"
+                          f"  ControlPath {control_dir}/%C\n  ControlPersist 30\n")
+        start = time.monotonic()
+        handle = hosts.start_host(name, spec, node_dir=base / "node", link=link,
+                                  authorized_key=keypair.with_suffix(".pub").read_text(), host_key_dir=base / "keys")
+        yield Node(handle, link, config, time.monotonic() - start)
+    finally:
+        subprocess.run(["ssh", "-F", str(config), "-O", "exit", node_ip], capture_output=True, timeout=10)
+        if handle is not None:
+            hosts.stop_host(handle)
+        netns.destroy(link)
+        shutil.rmtree(control_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def healthy(tmp_path_factory: pytest.TempPathFactory, keypair: Path, slot: int) -> Iterator[Node]:
+    with running({}, tmp_path_factory.mktemp("healthy"), keypair, slot) as node:
+        yield node
+
+
+def test_a_healthy_host_starts_within_seconds_and_counts_ssh_logins(healthy: Node) -> None:
+    assert healthy.started_s < 10, f"one-node start took {healthy.started_s:.1f}s"
+    before = hosts.ssh_connection_count(healthy.handle.node_dir)
+    result = healthy.ssh("hostname", 20, "-S", "none")
+    assert (result.returncode, result.stdout) == (0, "gpu-01\n"), result.stderr
+    assert hosts.ssh_connection_count(healthy.handle.node_dir) == before + 1
+
+
+def test_testinfra_sees_ubuntu_on_aarch64_with_rke2_state(healthy: Node) -> None:
+    host = healthy.testinfra()
+    assert (host.system_info.distribution, host.system_info.release, host.system_info.arch) == ("ubuntu", "24.04", "aarch64")
+    assert host.check_output("uname -r") == "6.17.0-1014-nvidia"
+    assert host.file("/etc/dgx-release").contains('DGX_NAME="DGX Spark"')
+    assert host.file("/etc/rancher/rke2/config.yaml").contains("cni: cilium")
+    assert host.file("/var/lib/rancher/rke2/agent/etc/kubelet.conf.d/00-rke2-defaults.conf").contains(
+        "containerRuntimeEndpoint: unix:///run/k3s/containerd/containerd.sock")
+    service = host.service("rke2-server")
+    assert type(service).__name__ == "SystemdService"
+    assert service.is_running and service.is_enabled
+    assert not host.service("rke2-agent").is_running and not host.service("rke2-agent").is_enabled
+    assert service.systemd_properties["FragmentPath"] == "/usr/local/lib/systemd/system/rke2-server.service"
+    assert host.file("/usr/local/lib/systemd/system/rke2-server.service").contains("^ExecStart=/usr/local/bin/rke2 server$")
+    assert int(service.systemd_properties["MainPID"]) == host.process.get(comm="rke2").pid
+    containerd = host.process.filter(comm="containerd")
+    assert len(containerd) == 1 and "-a /run/k3s/containerd/containerd.sock" in containerd[0].args
+    assert "--config-dir=/var/lib/rancher/rke2/agent/etc/kubelet.conf.d" in host.process.get(comm="kubelet").args
+    assert host.process.filter(comm="dockerd") == []
+    assert host.socket("unix:///run/k3s/containerd/containerd.sock").is_listening
+
+
+def test_systemctl_answers_like_systemd(healthy: Node) -> None:
+    assert healthy.ssh("systemctl --version").stdout.startswith("systemd 255 (")
+    unknown = healthy.ssh("systemctl is-active docker")
+    assert (unknown.returncode, unknown.stdout) == (3, "inactive\n")
+    status = healthy.ssh("systemctl status docker")
+    assert (status.returncode, status.stderr) == (4, "Unit docker.service could not be found.\n")
+    assert healthy.ssh("systemctl is-enabled rke2-agent").returncode == 1
+    assert "rke2-server.service" in healthy.ssh("systemctl list-units --type=service --no-legend").stdout
+
+
+def test_nvidia_smi_prints_the_gb10_formats(healthy: Node) -> None:
+    table = healthy.ssh("nvidia-smi")
+    assert table.returncode == 0
+    assert "| NVIDIA-SMI 580.95.05              Driver Version: 580.95.05      CUDA Version: 13.0     |" in table.stdout
+    assert "|   0  NVIDIA GB10                    On  |   0000000F:01:00.0 Off |                  N/A |" in table.stdout
+    assert "| N/A   41C    P8              4W /  N/A  | Not Supported          |      0%      Default |" in table.stdout
+    listing = healthy.ssh("nvidia-smi -L").stdout
+    assert listing == "GPU 0: NVIDIA GB10 (UUID: GPU-5e4c3a8e-8f0b-6d2a-91c7-3b1f0e2d4a67)\n"
+    csv = healthy.ssh("nvidia-smi --query-gpu=index,name,memory.total,memory.used --format=csv")
+    assert csv.stdout == "index, name, memory.total [MiB], memory.used [MiB]\n0, NVIDIA GB10, [N/A], [N/A]\n"
+    bare = healthy.ssh("nvidia-smi --query-gpu=driver_version,compute_cap,pci.bus_id --format=csv,noheader,nounits")
+    assert bare.stdout == "580.95.05, 12.1, 0000000F:01:00.0\n"
+    bad = healthy.ssh("nvidia-smi --query-gpu=bogus --format=csv")
+    assert bad.returncode == 2 and 'Field "bogus" is not a valid field to query.' in bad.stdout
+    assert "Addressing Mode                       : ATS" in healthy.ssh("nvidia-smi -q").stdout
+
+
+def test_nvml_answers_through_ctypes_with_not_supported_memory(healthy: Node) -> None:
+    result = healthy.ssh(f"python3 -c '{NVML_PROBE}'")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {
+        "init": 0, "count_rc": 0, "count": 1, "name": "NVIDIA GB10", "driver": "580.95.05", "memory_rc": 3,
+        "compute": "12.1", "cuda": 13000, "bus_id": "0000000F:01:00.0", "shutdown": 0, "error": "Success"}
+
+
+def test_host_layer_files_devices_and_network(healthy: Node) -> None:
+    ldconfig = healthy.ssh("ldconfig -p | grep libnvidia-ml.so.1").stdout
+    assert "libnvidia-ml.so.1 (libc6,AArch64) => " in ldconfig and "/aarch64-linux-gnu/libnvidia-ml.so.1" in ldconfig
+    version = healthy.ssh("cat /proc/driver/nvidia/version").stdout
+    assert version.startswith("NVRM version: NVIDIA UNIX Open Kernel Module for aarch64  580.95.05  Release Build")
+    assert "Bus Location: \t 000f:01:00.0" in healthy.ssh("cat /proc/driver/nvidia/gpus/000f:01:00.0/information").stdout
+    assert healthy.ssh("test -c /dev/nvidia0 && test -c /dev/nvidiactl && test -c /dev/nvidia-uvm").returncode == 0
+    assert "nvidia_uvm" in healthy.ssh("lsmod | grep nvidia").stdout
+    addrs = json.loads(healthy.ssh("ip -j addr show enP7s7").stdout)
+    assert [(a["local"], a["prefixlen"]) for a in addrs[0]["addr_info"] if a["family"] == "inet"] == [(healthy.handle.address, 30)]
+    netplan = healthy.ssh("cat /etc/netplan/50-cloud-init.yaml").stdout
+    assert "dhcp4: false" in netplan and f"- {healthy.handle.address}/30" in netplan
+    assert healthy.ssh("test -f /run/nvidia/validations/driver-ready && test -x /usr/local/nvidia/toolkit/nvidia-container-runtime").returncode == 0
+    crictl = healthy.ssh("/var/lib/rancher/rke2/bin/crictl version")
+    assert "RuntimeName:  containerd\nRuntimeVersion:  v2.1.5-k3s1" in crictl.stdout, crictl.stderr
+
+
+def test_the_node_cannot_write_the_real_root(healthy: Node) -> None:
+    assert healthy.ssh("touch /etc/dgxspark-written /usr/dgxspark-written && ls /etc/dgxspark-written").returncode == 0
+    assert not Path("/etc/dgxspark-written").exists() and not Path("/usr/dgxspark-written").exists()
+    assert not Path("/etc/rancher").exists() and not Path("/usr/lib/aarch64-linux-gnu/libnvidia-ml.so.1").exists()
+
+
+def test_driver_not_loaded_fails_like_the_real_driver(tmp_path: Path, keypair: Path, slot: int) -> None:
+    with running({"driver": {"loaded": False}}, tmp_path, keypair, slot) as node:
+        smi = node.ssh("nvidia-smi")
+        assert smi.returncode == 9
+        assert smi.stdout.startswith("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
+                                     "Make sure that the latest NVIDIA driver is installed and running.")
+        probe = json.loads(node.ssh(f"python3 -c '{NVML_PROBE}'").stdout)
+        assert (probe["init"], probe["error"]) == (9, "Driver Not Loaded")
+        assert node.ssh("lsmod | grep -c nvidia").stdout.strip() == "0"
+        assert node.ssh("test -e /proc/driver/nvidia || test -e /dev/nvidia0").returncode == 1
+
+
+def test_faults_hang_proprietary_missing_nvml_and_docker_cri(tmp_path: Path, keypair: Path, slot: int) -> None:
+    spec = {
+        "driver": {"flavour": "proprietary", "smi": "hang"}, "nvml": "missing", "network": {"dhcp": True},
+        "containerd_socket": False,
+        "services": {"docker": {"active": "active", "enabled": "enabled", "main": "dockerd"}},
+        "processes": ["/usr/local/bin/rke2 server", "dockerd -H fd:// --containerd=/run/containerd/containerd.sock",
+                      "/usr/bin/cri-dockerd --container-runtime-endpoint fd://", "/usr/bin/containerd"],
+    }
+    with running(spec, tmp_path, keypair, slot) as node:
+        assert node.ssh("timeout 3 nvidia-smi").returncode == 124
+        version = node.ssh("cat /proc/driver/nvidia/version").stdout
+        assert version.startswith("NVRM version: NVIDIA UNIX aarch64 Kernel Module  580.95.05  Release Build")
+        assert "NVRM: GPU 000f:01:00.0: RmInitAdapter failed! (0x62:0x1a:2631)" in node.ssh("dmesg").stdout
+        missing = node.ssh("python3 -c 'import ctypes; ctypes.CDLL(\"libnvidia-ml.so.1\")'")
+        assert missing.returncode == 1 and "libnvidia-ml.so.1: cannot open shared object file" in missing.stderr
+        assert node.ssh("ldconfig -p | grep -c libnvidia-ml").stdout.strip() == "0"
+        assert "dhcp4: true" in node.ssh("cat /etc/netplan/50-cloud-init.yaml").stdout
+        host = node.testinfra()
+        assert host.service("docker").is_running
+        assert [p.comm for p in host.process.filter(comm="dockerd")] == ["dockerd"]
+        assert host.process.get(comm="cri-dockerd").args.startswith("/usr/bin/cri-dockerd")
+        assert host.process.get(comm="containerd").args == "/usr/bin/containerd"
+        assert host.socket("unix:///run/containerd/containerd.sock").is_listening
+        crictl = node.ssh("/var/lib/rancher/rke2/bin/crictl version")
+        assert crictl.returncode == 1
+        assert "dial unix /run/k3s/containerd/containerd.sock: connect: no such file or directory" in crictl.stderr
+
+
+def test_unreachable_host_refuses_connections(tmp_path: Path, keypair: Path, slot: int) -> None:
+    with running({"unreachable": True}, tmp_path, keypair, slot) as node:
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection((node.handle.address, 22), timeout=3).close()
+        assert node.ssh("true", 10).returncode == 255
+
+
+def test_stop_leaves_no_process_mount_or_namespace(tmp_path: Path, keypair: Path, slot: int) -> None:
+    with running({}, tmp_path, keypair, slot) as node:
+        info = json.loads((node.handle.node_dir / "host.json").read_text())
+        assert node.ssh("true").returncode == 0
+    pidns = info["pidns"]
+    survivors = [p for p in os.listdir("/proc") if p.isdigit() and _ns(p) == pidns]
+    assert survivors == []
+    assert node.link.netns not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert str(tmp_path) not in Path("/proc/self/mountinfo").read_text()
+    hosts.stop_host(node.handle)  # idempotent
+
+
+def _ns(pid: str) -> int | None:
+    try:
+        return os.stat(f"/proc/{pid}/ns/pid").st_ino
+    except OSError:
+        return None
+
+
+def test_spec_errors_name_the_key() -> None:
+    with pytest.raises(ValueError, match=r"nodes.<name>.host: driver.smi must be ok\|hang\|error, got 'slow'"):
+        hosts.host_spec({"driver": {"smi": "slow"}})
+    assert hosts.host_spec({"driver": {"loaded": False}})["driver"]["version"] == "580.95.05"
+    assert "toolkit" not in hosts.host_spec({"toolkit": None})
+    assert hosts.host_spec({}, name="gpu-02")["hostname"] == "gpu-02"
+    agent = hosts.host_spec({"hostname": "edge"}, name="gpu-02", role="agent")
+    assert (agent["hostname"], agent["processes"][0]) == ("edge", "/usr/local/bin/rke2 agent")
+    assert agent["services"]["rke2-agent"]["active"] == "active" and agent["services"]["rke2-server"]["enabled"] == "disabled"
+
+
+def test_node_files_outside_the_overlaid_roots_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="must be under one of"):
+        hostfiles.render("n", hosts.host_spec({"files": {"/srv/x": "y"}}), tmp_path / "root",
+                         node_ip="172.29.1.2", prefix=30, gateway="172.29.1.1")
+
+
+def test_native_artefacts_are_built_once_per_source(tmp_path: Path) -> None:
+    first = native.build_nvml_mock(tmp_path)
+    mtime = first.stat().st_mtime_ns
+    assert native.build_nvml_mock(tmp_path) == first and first.stat().st_mtime_ns == mtime
+    symbols = subprocess.run(["nm", "-D", "--defined-only", str(first)], capture_output=True, text=True).stdout
+    for name in ("nvmlInit_v2", "nvmlInitWithFlags", "nvmlDeviceGetMemoryInfo_v2", "nvmlDeviceGetPciInfo_v3",
+                 "nvmlSystemGetCudaDriverVersion_v2", "nvmlDeviceGetArchitecture", "nvmlErrorString"):
+        assert f" T {name}\n" in symbols
+
+
+def test_subnet_slots_are_exclusive_and_released() -> None:
+    a, b = netns.allocate_subnet("pytest-a"), netns.allocate_subnet("pytest-b")
+    try:
+        assert a != b and netns.allocate_subnet("pytest-a") == a
+    finally:
+        netns.release_subnet("pytest-a")
+        netns.release_subnet("pytest-b")
+    netns.release_subnet("pytest-a")
+    assert netns.node_addresses(7, 2) == ("172.29.7.5", "172.29.7.6", 30)
+    assert all(len(n) <= 15 for n in netns.names_for(250, 63))
+    with pytest.raises(ValueError, match="at most 15 characters"):
+        netns.create("a-netns-name-too-long", "x", "172.29.1.1", "172.29.1.2")
+    netns.destroy("dgxs-never-created")
