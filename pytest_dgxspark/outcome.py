@@ -17,7 +17,14 @@ _SEVERITY_ORDER = ("failed", "error", "blocked", "untested", "waived", "passed",
 
 
 class TargetError(Exception):
-    """The target could not be reached or did not answer (SSH, API, timeout): the test's outcome is `error`."""
+    """The target could not be reached or did not answer (SSH, API, timeout): the test's outcome is `error`.
+
+    `target` names it: `ssh:<inventory host>` or `api:<kubeconfig context>`.
+    """
+
+    def __init__(self, message: str, target: str | None = None) -> None:
+        super().__init__(message)
+        self.target = target
 
 
 def not_applicable(reason: str) -> None:
@@ -33,6 +40,7 @@ class TestRecord:
     duration: float = 0.0
     message: str = ""
     blocked_by: tuple[str, ...] = ()
+    target: str | None = None  # the unreachable target of an `error` outcome
 
 
 @dataclass(frozen=True)
@@ -50,6 +58,7 @@ class Waiver:
 
 @dataclass(frozen=True)
 class Fold:
+    records: list[TestRecord]
     statuses: dict[str, str]
     blocked_by: dict[str, tuple[str, ...]]
     root_causes: tuple[str, ...]
@@ -72,6 +81,43 @@ def rule_status(outcomes: Iterable[str]) -> str:
     return "untested"
 
 
+# The rule whose subject is reaching a kind of target: SSH to the inventory address, the site's API context.
+CONNECTIVITY_RULES = {"ssh": "ADR-0002.host-static-ip", "api": "ADR-0001.kubeconfig-context"}
+
+
+def connectivity_rule(target: str, management_context: str | None = None) -> str | None:
+    """The rule that owns reaching `target`; None for targets no rule owns (e.g. the Argo CD cluster's API)."""
+    kind, _, name = target.partition(":")
+    if kind == "api" and management_context and name == management_context:
+        return None
+    return CONNECTIVITY_RULES.get(kind)
+
+
+def attribute_unreachable(
+    records: Iterable[TestRecord], management_context: str | None = None
+) -> list[TestRecord]:
+    """Errors caused only by a target whose connectivity rule already broke become `blocked` by that rule.
+
+    An unreachable API makes every check that reads it error; the report names one root cause (the rule that
+    owns reaching it) instead of one per layer.
+    """
+    records = list(records)
+    broken_targets: dict[str, str] = {}
+    for rec in records:
+        if rec.outcome == "error" and rec.target:
+            owner = connectivity_rule(rec.target, management_context)
+            if owner is not None and rec.rule == owner:
+                broken_targets[rec.target] = owner
+    result = []
+    for rec in records:
+        owner = broken_targets.get(rec.target or "")
+        if rec.outcome == "error" and owner and rec.rule != owner:
+            rec = TestRecord(rec.nodeid, rec.rule, "blocked", rec.duration,
+                             f"{BLOCKED_PREFIX}{owner} ({rec.target} unreachable): {rec.message}", (owner,), rec.target)
+        result.append(rec)
+    return result
+
+
 def blocking_rules(catalog: Catalog, rule_id: str, statuses: Mapping[str, str]) -> tuple[str, ...]:
     """The rules `rule_id` depends on (transitively) that failed or errored so far."""
     return tuple(sorted(r for r in catalog.ancestors(rule_id) if statuses.get(r) in BROKEN))
@@ -86,10 +132,12 @@ def fold(
     handover: bool = False,
     simulated: bool = False,
     unattested_manual: Iterable[str] = (),
+    management_context: str | None = None,
 ) -> Fold:
     """Fold test records into rule and layer statuses, root causes and the verdict."""
     waivers = waivers or {}
     today = today or date.today()
+    records = attribute_unreachable(records, management_context)
     by_rule: dict[str, list[TestRecord]] = {rid: [] for rid in catalog.rules}
     for rec in records:
         by_rule.setdefault(rec.rule, []).append(rec)
@@ -116,7 +164,7 @@ def fold(
         layers[layer] = min(members, key=_SEVERITY_ORDER.index) if members else "not-applicable"
     lowest = min((catalog.rules[r].layer for r in root_causes), key=LAYERS.index, default=None)
     verdict = _verdict(catalog, statuses, reasons, handover, simulated, records_skipped(by_rule), unattested_manual)
-    return Fold(statuses, blocked_by, root_causes, layers, lowest, verdict, tuple(reasons))
+    return Fold(records, statuses, blocked_by, root_causes, layers, lowest, verdict, tuple(reasons))
 
 
 def records_skipped(by_rule: Mapping[str, list[TestRecord]]) -> list[str]:

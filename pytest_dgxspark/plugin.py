@@ -130,6 +130,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     if report.failed and exception_is_target_error(call.excinfo):
         report.dgxspark_target_error = True
         report.dgxspark_message = str(call.excinfo.value)
+        report.dgxspark_target = getattr(call.excinfo.value, "target", None)
     phases = state.phases.setdefault(item.nodeid, {})
     phases[report.when] = report
     if report.when == "teardown":
@@ -166,10 +167,11 @@ def _finish(config: pytest.Config, session: pytest.Session, state: RunState) -> 
         state.catalog, state.records, waivers=state.waivers,
         handover=config.getoption("dgxspark_handover"), simulated=tgt.simulated,
         unattested_manual=[m.id for m in state.manual_checks if not m.attested],
+        management_context=tgt.management_context,
     )
     info = run_info(config)
     results = build_results(
-        info=info, catalog=state.catalog, fold=folded, records=state.records, evidence=state.evidence,
+        info=info, catalog=state.catalog, fold=folded, records=folded.records, evidence=state.evidence,
         run={
             "simulated": tgt.simulated, "site": state.site.name, "testbed": tgt.testbed_ref,
             "handover": bool(config.getoption("dgxspark_handover")),
@@ -181,7 +183,7 @@ def _finish(config: pytest.Config, session: pytest.Session, state: RunState) -> 
     )
     results["provenance"] = _provenance(config)
     config.hook.pytest_dgxspark_results(config=config, results=results)
-    path = write_results(info, results, state.records, state.evidence)
+    path = write_results(info, results, folded.records, state.evidence)
     config.stash[results_key] = results
     tw = config.get_terminal_writer()
     tw.line()

@@ -121,7 +121,7 @@ def record_from_reports(item: pytest.Item, phases: dict[str, Any]) -> TestRecord
     rule = item_rule(item) or ""
     duration = sum(r.duration for r in phases.values())
     setup, call, teardown = phases.get("setup"), phases.get("call"), phases.get("teardown")
-    outcome, message, blocked = "passed", "", ()
+    outcome, message, blocked, target = "passed", "", (), None
     for report in (setup, call):
         if report is None:
             continue
@@ -136,6 +136,7 @@ def record_from_reports(item: pytest.Item, phases: dict[str, Any]) -> TestRecord
                 outcome, message = "skipped", reason
             break
         if report.failed:
+            target = getattr(report, "dgxspark_target", None)
             is_target = getattr(report, "dgxspark_target_error", False)
             outcome = "error" if report.when == "setup" or is_target else "failed"
             message = _failure_message(report)
@@ -145,7 +146,7 @@ def record_from_reports(item: pytest.Item, phases: dict[str, Any]) -> TestRecord
             outcome, message = "error", "the test did not run"
     if outcome == "passed" and teardown is not None and teardown.failed:
         outcome, message = "error", "teardown: " + _failure_message(teardown)
-    return TestRecord(item.nodeid, rule, outcome, duration, message, blocked)
+    return TestRecord(item.nodeid, rule, outcome, duration, message, blocked, target)
 
 
 def _skip_reason(report: pytest.TestReport) -> str:

@@ -64,6 +64,9 @@ _HOSTVARS = {
         "dgxspark_model": _NONEMPTY,
         "dgxspark_gpu_product": _NONEMPTY,
         "dgxspark_gpu_count": {"type": "integer", "minimum": 0},
+        # a host's own node metadata, overriding the site's (which describes the GPU target)
+        "rke2_node_labels": {"type": "array", "items": {"type": "string", "pattern": LABEL_PATTERN}},
+        "rke2_node_taints": {"type": "array", "items": {"type": "string", "pattern": TAINT_PATTERN}},
     },
     "additionalProperties": False,
 }

@@ -214,3 +214,35 @@ def test_plain_project_tests_are_untouched_by_the_plugin(pytester):
     result = pytester.runpytest("-p", "no:cacheprovider")
     assert result.ret == 0
     assert not (pytester.path / "reports").exists()
+
+
+def test_errors_of_an_unreachable_target_are_blocked_by_its_connectivity_rule(pytester, suite):
+    raise_ssh = "raise TargetError('gpu-01 unreachable over SSH', target='ssh:gpu-01')"
+    raise_api = "raise TargetError('API unreachable', target='api:tirosh-home/rke2/gpu')"
+    suite("host", "from pytest_dgxspark.outcome import TargetError\n\n"
+                  f"@pytest.mark.rule('ADR-0002.host-driver')\ndef test_driver():\n    {raise_ssh}\n\n"
+                  f"@pytest.mark.rule('ADR-0002.host-static-ip')\ndef test_ip():\n    {raise_ssh}\n\n"
+                  f"@pytest.mark.rule('ADR-0001.kubeconfig-context')\ndef test_ctx():\n    {raise_api}\n\n"
+                  f"@pytest.mark.rule('ADR-0001.rke2-config')\ndef test_cfg():\n    {raise_api}\n")
+    pytester.runpytest(*SITE_ARGS)
+    doc = results(pytester)
+    st = statuses(doc)
+    assert st["ADR-0002.host-static-ip"] == "error" and st["ADR-0001.kubeconfig-context"] == "error"
+    assert st["ADR-0002.host-driver"] == "blocked" and st["ADR-0001.rke2-config"] == "blocked"
+    driver = next(r for r in doc["rules"] if r["id"] == "ADR-0002.host-driver")
+    assert driver["blocked_by"] == ["ADR-0002.host-static-ip"]
+    assert driver["tests"][0]["message"].startswith("blocked by ADR-0002.host-static-ip (ssh:gpu-01 unreachable)")
+    assert sorted(doc["root_causes"]) == ["ADR-0001.kubeconfig-context", "ADR-0002.host-static-ip"]
+    assert doc["verdict"] == "INCOMPLETE"
+
+
+def test_an_interrupted_run_still_writes_results_with_error_outcomes(pytester, suite):
+    suite("host", "@pytest.mark.rule('ADR-0002.host-driver')\ndef test_driver():\n    raise KeyboardInterrupt\n\n"
+                  "@pytest.mark.rule('ADR-0002.host-nvml')\ndef test_nvml():\n    pass\n")
+    result = pytester.runpytest_subprocess(*SITE_ARGS)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    doc = results(pytester)
+    nvml = next(r for r in doc["rules"] if r["id"] == "ADR-0002.host-nvml")
+    assert nvml["status"] == "error"
+    assert nvml["tests"][0]["message"].startswith("not run: interrupted")
+    assert doc["verdict"] == "INCOMPLETE"
