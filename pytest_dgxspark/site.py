@@ -1,6 +1,9 @@
 """The site model: inventory, RKE2 vars and the GPU Operator HelmChart, validated before anything connects."""
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -133,10 +136,47 @@ def hosts_from_inventory(inventory: Mapping[str, Any], ssh_config: str | None = 
     return tuple(sorted(specs, key=lambda s: (s.role != "server", s.name)))
 
 
+def _ini_booleans(hostvars: dict) -> dict:
+    """INI inventories give `dgxspark_gpu=false` as text; read it as Ansible's boolean filter would."""
+    words = {"true": True, "yes": True, "on": True, "1": True, "false": False, "no": False, "off": False, "0": False}
+    return {k: words.get(v.lower(), v) if k == "dgxspark_gpu" and isinstance(v, str) else v for k, v in hostvars.items()}
+
+
+def ansible_inventory(path: Path) -> dict:
+    """Any inventory Ansible reads (INI, YAML, a directory) as the YAML form, through `ansible-inventory --list`."""
+    exe = Path(sys.executable).with_name("ansible-inventory")
+    cmd = [str(exe) if exe.exists() else "ansible-inventory", "-i", str(path), "--list"]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise SiteError(f"{path}: cannot run ansible-inventory: {exc}") from None
+    if proc.returncode != 0:
+        raise SiteError(f"{path}: ansible-inventory cannot read it: {proc.stderr.strip()[-500:]}")
+    listed = json.loads(proc.stdout)
+    hostvars = {h: _ini_booleans(v) for h, v in ((listed.get("_meta") or {}).get("hostvars") or {}).items()}
+
+    def group(name: str) -> dict:
+        entry = listed.get(name) or {}
+        out: dict = {}
+        if entry.get("hosts"):
+            out["hosts"] = {h: hostvars.get(h) or None for h in entry["hosts"]}
+        if entry.get("children"):
+            out["children"] = {c: group(c) for c in entry["children"]}
+        return out
+
+    return {"all": group("all")}
+
+
 def load_inventory(path: Path, ssh_config: str | None = None) -> tuple[dict, tuple[HostSpec, ...]]:
-    """Load and validate an Ansible YAML inventory; raise SiteError naming the file and key."""
+    """Load and validate an inventory (Ansible YAML, or anything ansible-inventory reads); raise SiteError."""
     problems: list[str] = []
-    data = _load(Path(path), INVENTORY_SCHEMA, problems)
+    path = Path(path)
+    if path.is_dir() or path.suffix not in (".yml", ".yaml"):
+        data = ansible_inventory(path)
+        problems.extend(_schema_problems(data, INVENTORY_SCHEMA, path))
+        data = None if problems else data
+    else:
+        data = _load(path, INVENTORY_SCHEMA, problems)
     if data is not None:
         hosts = hosts_from_inventory(data, ssh_config)
         if not hosts:

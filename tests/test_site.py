@@ -64,3 +64,16 @@ def test_a_missing_site_file_is_named(site_copy):
     (site_copy / "rke2" / "gpu-operator.helmchart.yaml").unlink()
     with pytest.raises(SiteError, match=r"rke2/gpu-operator.helmchart.yaml: missing"):
         load_site(site_copy)
+
+
+def test_an_ini_ansible_inventory_works_too(tmp_path):
+    from pytest_dgxspark.site import load_inventory
+
+    ini = tmp_path / "hosts.ini"
+    ini.write_text("[rke2_servers]\ngpu-01 ansible_host=10.0.0.21 ansible_user=ubuntu dgxspark_model=dgx-spark\n\n"
+                   "[rke2_agents]\ncpu-01 ansible_host=10.0.0.22 ansible_port=2222 dgxspark_gpu=false\n")
+    _, hosts = load_inventory(ini)
+    assert [(h.name, h.address, h.port, h.user, h.role, h.gpu) for h in hosts] == [
+        ("gpu-01", "10.0.0.21", 22, "ubuntu", "server", True),
+        ("cpu-01", "10.0.0.22", 2222, "root", "agent", False),
+    ]
