@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pytest_dgxspark.targets_conn.cluster import Cluster, ClusterUnreachable
+from pytest_dgxspark.targets_conn.cluster import Cluster, ClusterUnreachable, transient, with_retries
 from pytest_dgxspark.targets_conn.ssh import HostTarget, HostUnreachable, timed_out
 
 __all__ = [
@@ -20,6 +20,8 @@ __all__ = [
     "HostUnreachable",
     "connections_key",
     "timed_out",
+    "transient",
+    "with_retries",
 ]
 
 
@@ -46,7 +48,8 @@ class Connections:
             if self.targets.kubeconfig is None:
                 raise ClusterUnreachable(
                     f"no kubeconfig for context {self.targets.context!r}: give the site's kubeconfig (sites/<site>/rke2/"
-                    "kubeconfig.yml, KUBECONFIG or ~/.kube/config) or run with --testbed"
+                    "kubeconfig.yml, KUBECONFIG or ~/.kube/config) or run with --testbed",
+                    target=f"api:{self.targets.context}",
                 )
             self._cluster = Cluster(self.targets.kubeconfig, self.targets.context)
             self._cluster.management = self.management

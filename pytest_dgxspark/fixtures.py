@@ -11,6 +11,7 @@ from pytest_dgxspark.connections import Cluster, Connections, HostTarget, connec
 from pytest_dgxspark.evidence import Evidence, for_item
 
 DEFAULT_CUDA_TIMEOUT_S = 300
+DEFAULT_SMI_TIMEOUT_S = 30
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -24,6 +25,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help=f"how long the CUDA sample pod may take to finish (default {DEFAULT_CUDA_TIMEOUT_S})",
     )
     parser.addini("dgxspark_cuda_timeout", "seconds the CUDA sample pod may take", default=str(DEFAULT_CUDA_TIMEOUT_S))
+    group.addoption(
+        "--dgxspark-smi-timeout",
+        dest="dgxspark_smi_timeout",
+        type=int,
+        default=None,
+        metavar="SECONDS",
+        help=f"after how long a silent nvidia-smi counts as a hung driver (default {DEFAULT_SMI_TIMEOUT_S})",
+    )
+    parser.addini("dgxspark_smi_timeout", "seconds after which nvidia-smi counts as hung", default=str(DEFAULT_SMI_TIMEOUT_S))
 
 
 def host_names(config: pytest.Config, gpu_only: bool = False) -> list[str]:
@@ -45,19 +55,33 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("host_target", names, ids=names, indirect=True, scope="function")
 
 
-def cuda_timeout(config: pytest.Config) -> int:
-    """--dgxspark-cuda-timeout, else the ini dgxspark_cuda_timeout, else 300 seconds."""
-    value = config.getoption("dgxspark_cuda_timeout", None)
+def _seconds(config: pytest.Config, name: str, default: int) -> int:
+    """--<name> (dashes), else the ini <name>, else the default; a positive whole number of seconds."""
+    value = config.getoption(name, None)
     if value is None:
         try:
-            value = int(config.getini("dgxspark_cuda_timeout") or DEFAULT_CUDA_TIMEOUT_S)
+            value = int(config.getini(name) or default)
         except ValueError:
-            raise pytest.UsageError(
-                f"ini dgxspark_cuda_timeout: expected whole seconds, got {config.getini('dgxspark_cuda_timeout')!r}"
-            ) from None
+            raise pytest.UsageError(f"ini {name}: expected whole seconds, got {config.getini(name)!r}") from None
     if value <= 0:
-        raise pytest.UsageError(f"--dgxspark-cuda-timeout must be a positive number of seconds, got {value}")
+        raise pytest.UsageError(f"--{name.replace('_', '-')} must be a positive number of seconds, got {value}")
     return int(value)
+
+
+def cuda_timeout(config: pytest.Config) -> int:
+    """--dgxspark-cuda-timeout, else the ini dgxspark_cuda_timeout, else 300 seconds."""
+    return _seconds(config, "dgxspark_cuda_timeout", DEFAULT_CUDA_TIMEOUT_S)
+
+
+def smi_timeout(config: pytest.Config) -> int:
+    """--dgxspark-smi-timeout, else the ini dgxspark_smi_timeout, else 30 seconds."""
+    return _seconds(config, "dgxspark_smi_timeout", DEFAULT_SMI_TIMEOUT_S)
+
+
+@pytest.fixture(scope="session")
+def smi_timeout_s(request: pytest.FixtureRequest) -> int:
+    """Seconds nvidia-smi may take before the driver counts as hung (--dgxspark-smi-timeout, default 30)."""
+    return smi_timeout(request.config)
 
 
 @pytest.fixture(scope="session")

@@ -369,6 +369,12 @@ def node_condition(node: Mapping[str, Any], kind: str = "Ready") -> dict[str, An
     return None
 
 
+# ClusterPolicy condition reasons (gpu-operator v26.3.2 internal/conditions/consts.go) that say the OPERATOR itself
+# found nothing to manage or could not reconcile; OperandNotReady/DriverNotReady say an operand is not ready yet.
+OPERATOR_FAULT_REASONS = frozenset({"NoGPUNodes", "NFDLabelsMissing", "ReconcileFailed"})
+_STATES_NOT_READY = re.compile(r"states not ready:\s*\[([^\]]*)\]")
+
+
 @dataclass(frozen=True)
 class PolicyReadiness:
     """What a ClusterPolicy status says, and whether it is truly ready."""
@@ -377,27 +383,81 @@ class PolicyReadiness:
     state: str | None
     reason: str | None
     message: str | None
+    reasons: tuple[str, ...] = ()  # reasons of the Ready condition and of an Error condition that is True
+
+    @property
+    def operator_fault(self) -> bool:
+        """The operator found no GPU node / NFD labels, or failed to reconcile (not an operand problem)."""
+        return any(reason in OPERATOR_FAULT_REASONS for reason in self.reasons)
+
+    @property
+    def states_not_ready(self) -> tuple[str, ...]:
+        """The operand states named in 'ClusterPolicy is not ready, states not ready: [state-driver ...]'."""
+        match = _STATES_NOT_READY.search(self.message or "")
+        return tuple(match.group(1).replace(",", " ").split()) if match else ()
 
 
 def clusterpolicy_readiness(policy: Mapping[str, Any]) -> PolicyReadiness:
     """Ready only with state 'ready' AND a Ready=True condition with reason Reconciled.
 
-    `state: ready` is also set with NoGPUNodes or NFDLabelsMissing; those are not ready here.
+    `state: ready` is also set with NoGPUNodes or NFDLabelsMissing; those are not ready here. The reason shown is
+    the Error condition's when it is True (the operator puts OperandNotReady there), else the Ready condition's.
     """
     status = policy.get("status") or {}
     state = status.get("state")
-    ready_condition = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
-    error_condition = next((c for c in status.get("conditions") or [] if c.get("type") == "Error"), None)
-    shown = ready_condition if ready_condition is not None else error_condition
-    reason = (shown or {}).get("reason")
-    message = (shown or {}).get("message")
+    conditions = [c for c in status.get("conditions") or [] if isinstance(c, Mapping)]
+    ready_condition = next((c for c in conditions if c.get("type") == "Ready"), None)
+    error_condition = next((c for c in conditions if c.get("type") == "Error" and c.get("status") == "True"), None)
+    shown = error_condition if error_condition is not None else ready_condition
+    reasons = tuple(str(c.get("reason")) for c in (ready_condition, error_condition) if c is not None and c.get("reason"))
     ok = (
         state == "ready"
         and ready_condition is not None
         and ready_condition.get("status") == "True"
         and ready_condition.get("reason") == "Reconciled"
     )
-    return PolicyReadiness(ok, state, reason, message)
+    return PolicyReadiness(ok, state, (shown or {}).get("reason"), (shown or {}).get("message"), reasons)
+
+
+# --- containerd config ----------------------------------------------------------------------
+
+_CRI_PLUGINS = ("io.containerd.cri.v1.runtime", "io.containerd.grpc.v1.cri")  # config version 3, version 2
+
+
+@dataclass(frozen=True)
+class ContainerdCri:
+    """The CRI part of a containerd config.toml: CDI settings and the runtimes it names."""
+
+    version: int
+    enable_cdi: bool | None  # as written; None when the file does not set it
+    cdi_spec_dirs: tuple[str, ...] | None
+    runtimes: tuple[str, ...]
+
+    @property
+    def cdi_enabled(self) -> bool:
+        """enable_cdi, else containerd's default: on in 2.x (config version 3), off in 1.7 (version 2)."""
+        return self.enable_cdi if self.enable_cdi is not None else self.version >= 3
+
+
+def parse_containerd_config(text: str) -> ContainerdCri | None:
+    """A containerd config.toml (version 2 or 3, as RKE2 generates it); None when it is not TOML."""
+    import tomllib
+
+    try:
+        data = tomllib.loads(text or "")
+    except tomllib.TOMLDecodeError:
+        return None
+    plugins = data.get("plugins") if isinstance(data.get("plugins"), dict) else {}
+    cri: dict[str, Any] = next((plugins[k] for k in _CRI_PLUGINS if isinstance(plugins.get(k), dict)), {})
+    enable = cri.get("enable_cdi")
+    dirs = cri.get("cdi_spec_dirs")
+    runtimes = dig(cri, "containerd.runtimes", {}) or {}
+    return ContainerdCri(
+        version=int(data.get("version", 1)) if str(data.get("version", 1)).isdigit() else 1,
+        enable_cdi=enable if isinstance(enable, bool) else None,
+        cdi_spec_dirs=tuple(str(d) for d in dirs) if isinstance(dirs, list) else None,
+        runtimes=tuple(sorted(runtimes)) if isinstance(runtimes, dict) else (),
+    )
 
 
 def helm_values(helmchart: Mapping[str, Any]) -> dict[str, Any]:

@@ -92,6 +92,7 @@ def test_unreachable_host_is_a_target_error_naming_host_and_address(sshd: dict[s
     with pytest.raises(HostUnreachable, match=r"gpu-01 \(127\.0\.0\.1:\d+\) unreachable over SSH: .*refused") as info:
         target.connect()
     assert isinstance(info.value, TargetError)
+    assert info.value.target == "ssh:gpu-01"
     started = time.monotonic()
     with pytest.raises(HostUnreachable):
         target.run("true")
@@ -186,9 +187,27 @@ def test_unreachable_api_is_a_target_error(tmp_path: Path) -> None:
     with pytest.raises(ClusterUnreachable, match="Kubernetes API of context 'x' .* unreachable") as info:
         cluster.connect()
     assert isinstance(info.value, TargetError)
+    assert info.value.target == "api:x"
 
 
 def test_unknown_context_is_a_clear_error(api: tuple[Path, type[_Api]]) -> None:
     kubeconfig, _ = api
-    with pytest.raises(ClusterUnreachable, match="cannot use context 'nope'"):
+    with pytest.raises(ClusterUnreachable, match="cannot use context 'nope'") as info:
         Cluster(kubeconfig, "nope").connect()
+    assert info.value.target == "api:nope"
+
+
+def test_client_calls_retry_transient_errors_and_pass_others_through(api: tuple[Path, type[_Api]]) -> None:
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    kubeconfig, handler = api
+    cluster = Cluster(kubeconfig, "site/rke2/gpu")
+    handler.fail_next = 2
+    response = cluster.call(client.VersionApi(cluster.api).get_code, _preload_content=False)
+    assert json.loads(response.data)["gitVersion"] == "v1.34.10+rke2r1"
+    assert len([p for p in handler.requests if p.startswith("/version")]) == 3
+    before = len(handler.requests)
+    with pytest.raises(ApiException) as info:
+        cluster.call(cluster.core.read_namespace, "missing")
+    assert info.value.status == 404 and len(handler.requests) == before + 1  # 404 is an answer: no retry

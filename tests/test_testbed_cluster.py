@@ -250,6 +250,9 @@ def test_pending_pod_gets_failed_scheduling_in_real_wording(tmp_path: Path) -> N
         pod = v1.read_namespaced_pod("cuda-vectoradd", "cuda")
         assert pod.status.phase == "Pending" and pod.spec.node_name is None
         assert (pod.status.conditions[0].type, pod.status.conditions[0].reason) == ("PodScheduled", "Unschedulable")
+        with pytest.raises(client.exceptions.ApiException) as info:  # kube-apiserver: no node to proxy the log from
+            v1.read_namespaced_pod_log("cuda-vectoradd", "cuda")
+        assert info.value.status == 400 and "pod cuda-vectoradd does not have a host assigned" in info.value.body
     finally:
         tb.down()
 
@@ -263,6 +266,9 @@ def test_failing_cuda_pod_ends_failed_with_a_real_message(tmp_path: Path) -> Non
         pod = _wait(lambda: (p := v1.read_namespaced_pod("cuda-vectoradd", "cuda")).status.phase == "Failed" and p)
         assert pod.status.reason == "UnexpectedAdmissionError"
         assert "error calling nvml.Init: Unknown Error" in pod.status.message
+        with pytest.raises(client.exceptions.ApiException) as info:  # the kubelet never started the container
+            v1.read_namespaced_pod_log("cuda-vectoradd", "cuda")
+        assert info.value.status == 400 and "is waiting to start" in info.value.body
     finally:
         tb.down()
 
@@ -366,5 +372,17 @@ def test_crashlooping_device_plugin_looks_like_kubectl_shows_it(tmp_path: Path) 
         log = v1.read_namespaced_pod_log(plugin.metadata.name, "gpu-operator")
         assert "error getting device memory: Not Supported" in log
         assert "nvidia.com/gpu" not in v1.read_node("gpu-01").status.allocatable
+    finally:
+        tb.down()
+
+
+def test_a_non_gpu_node_gets_its_own_labels_in_config_node_and_inventory(tmp_path: Path) -> None:
+    tb = _up(tmp_path, "two-node")
+    try:
+        inventory = yaml.safe_load(tb.inventory.read_text())["all"]["children"]
+        assert inventory["rke2_agents"]["hosts"]["cpu-01"]["rke2_node_labels"] == ["node.tirosh.ai/role=cpu"]
+        assert "rke2_node_labels" not in inventory["rke2_servers"]["hosts"]["gpu-01"]  # the site's labels apply
+        nodes = {n.metadata.name: n.metadata.labels for n in client.CoreV1Api(_api(tb)).list_node().items}
+        assert nodes["cpu-01"]["node.tirosh.ai/role"] == "cpu" and nodes["gpu-01"]["node.tirosh.ai/role"] == "gpu"
     finally:
         tb.down()

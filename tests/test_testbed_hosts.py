@@ -192,6 +192,21 @@ def test_host_layer_files_devices_and_network(healthy: Node) -> None:
     assert "RuntimeName:  containerd\nRuntimeVersion:  v2.1.5-k3s1" in crictl.stdout, crictl.stderr
 
 
+def test_rke2_containerd_2_serves_nri_and_config_yaml_carries_the_node_labels(healthy: Node) -> None:
+    assert healthy.ssh("test -S /var/run/nri/nri.sock").returncode == 0
+    assert "node-label:\n  - node.tirosh.ai/role=gpu\n" in healthy.ssh("cat /etc/rancher/rke2/config.yaml").stdout
+
+
+@pytest.mark.parametrize(("over", "serves"), [({}, True), ({"nri": False}, False),
+                                               ({"containerd_version": "1.7.27-k3s1"}, False)])
+def test_nri_socket_is_served_only_by_rke2_containerd_2_with_nri(over: dict[str, Any], serves: bool) -> None:
+    spec = hosts.host_spec(over)
+    plans = hostfiles._process_plans(spec, {"hostname": "gpu-01", "node_ip": "10.0.0.2", "name": "gpu-01"})
+    listening = {p.exe.rsplit("/", 1)[-1]: p.listen for p in plans}
+    assert ("/run/nri/nri.sock" in listening["containerd"]) is serves
+    assert "/run/k3s/containerd/containerd.sock" in listening["containerd"]
+
+
 def test_the_node_cannot_write_the_real_root(healthy: Node) -> None:
     assert healthy.ssh("touch /etc/dgxspark-written /usr/dgxspark-written && ls /etc/dgxspark-written").returncode == 0
     assert not Path("/etc/dgxspark-written").exists() and not Path("/usr/dgxspark-written").exists()
@@ -233,6 +248,7 @@ def test_faults_hang_proprietary_missing_nvml_and_docker_cri(tmp_path: Path, key
         assert host.process.get(comm="cri-dockerd").args.startswith("/usr/bin/cri-dockerd")
         assert host.process.get(comm="containerd").args == "/usr/bin/containerd"
         assert host.socket("unix:///run/containerd/containerd.sock").is_listening
+        assert node.ssh("test -e /var/run/nri/nri.sock").returncode == 1  # no RKE2 containerd, no NRI
         crictl = node.ssh("/var/lib/rancher/rke2/bin/crictl version")
         assert crictl.returncode == 1
         assert "dial unix /run/k3s/containerd/containerd.sock: connect: no such file or directory" in crictl.stderr

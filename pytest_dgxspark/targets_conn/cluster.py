@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import urllib3
 from kubernetes import client as k8s_client
@@ -16,6 +17,8 @@ from pytest_dgxspark.outcome import TargetError
 from pytest_dgxspark.parsing import node_internal_ips
 
 REQUEST_TIMEOUT = (10, 60)
+RETRY_ATTEMPTS = 4
+T = TypeVar("T")
 
 # kind -> (API path prefix, resource, namespaced)
 KINDS: dict[str, tuple[str, str, bool]] = {
@@ -42,13 +45,34 @@ class ClusterUnreachable(TargetError):
     """The Kubernetes API could not be reached or refused the request."""
 
 
-def _transient(error: BaseException) -> bool:
+def transient(error: BaseException) -> bool:
+    """Whether an API error is worth retrying: 429, 5xx, a reset or dropped connection (not a refused connect)."""
     if isinstance(error, ApiException):
         return error.status in (429, 500, 502, 503, 504) or error.status == 0
     if isinstance(error, urllib3.exceptions.MaxRetryError):
         error = error.reason or error
     # a reset or dropped connection is transient; a refused or timed-out connect is not retried
     return isinstance(error, (urllib3.exceptions.ProtocolError, ConnectionResetError))
+
+
+def _retrying() -> Retrying:
+    return Retrying(
+        stop=stop_after_attempt(RETRY_ATTEMPTS),
+        wait=wait_exponential(multiplier=0.5, max=4),
+        retry=retry_if_exception(transient),
+        reraise=True,
+    )
+
+
+def with_retries(call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """call(*args, **kwargs) (a kubernetes client method), retrying transient failures (5xx, 429, reset) as lists do.
+
+    Other errors (4xx, refused or timed-out connections) and the last transient one propagate unchanged.
+    """
+    for attempt in _retrying():
+        with attempt:
+            return call(*args, **kwargs)
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 class Cluster:
@@ -66,6 +90,11 @@ class Cluster:
 
     def __repr__(self) -> str:
         return f"Cluster(context={self.context!r})"
+
+    @property
+    def target_id(self) -> str:
+        """'api:<kubeconfig context>': the target named in this cluster's TargetErrors."""
+        return f"api:{self.context}"
 
     @property
     def where(self) -> str:
@@ -91,7 +120,8 @@ class Cluster:
                 )
             except (k8s_config.ConfigException, OSError, ValueError) as error:
                 raise ClusterUnreachable(
-                    f"kubeconfig {self.kubeconfig or '~/.kube/config'}: cannot use context {self.context!r}: {error}"
+                    f"kubeconfig {self.kubeconfig or '~/.kube/config'}: cannot use context {self.context!r}: {error}",
+                    target=self.target_id,
                 ) from None
             configuration.retries = 1
             self._api = k8s_client.ApiClient(configuration)
@@ -104,19 +134,14 @@ class Cluster:
 
     def _raise_if_failed(self) -> None:
         if self._failure is not None:
-            raise ClusterUnreachable(self._failure)
+            raise ClusterUnreachable(self._failure, target=self.target_id)
 
     def get(self, path: str, query: list[tuple[str, Any]] | None = None) -> Any:
         """GET an API path as parsed JSON, retrying transient failures; ClusterUnreachable otherwise."""
         self._raise_if_failed()
         api = self.api
         try:
-            for attempt in Retrying(
-                stop=stop_after_attempt(3),
-                wait=wait_exponential(multiplier=0.5, max=4),
-                retry=retry_if_exception(_transient),
-                reraise=True,
-            ):
+            for attempt in _retrying():
                 with attempt:
                     method, url, headers, _, _ = api.param_serialize(
                         "GET",
@@ -136,14 +161,19 @@ class Cluster:
             if error.status in (401, 403):
                 raise ClusterUnreachable(
                     f"{self.where} refused GET {path}: HTTP {error.status} {error.reason} "
-                    "(check the kubeconfig credentials of the context)"
+                    "(check the kubeconfig credentials of the context)",
+                    target=self.target_id,
                 ) from None
             self._failure = f"{self.where} failed GET {path}: HTTP {error.status} {error.reason}"
-            raise ClusterUnreachable(self._failure) from None
+            raise ClusterUnreachable(self._failure, target=self.target_id) from None
         except (urllib3.exceptions.HTTPError, OSError) as error:
             self._failure = f"{self.where} unreachable: {type(error).__name__}: {error}"
-            raise ClusterUnreachable(self._failure) from None
+            raise ClusterUnreachable(self._failure, target=self.target_id) from None
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def call(self, method: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """A direct client call (the CUDA sample's writes, logs, watches) with the same retries as `get`."""
+        return with_retries(method, *args, **kwargs)
 
     def connect(self) -> Cluster:
         """Reach the API once (GET /version); ClusterUnreachable when it cannot."""

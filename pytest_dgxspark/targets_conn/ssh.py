@@ -106,6 +106,11 @@ class HostTarget:
         return f"HostTarget({self.name} {self.spec.address}:{self.spec.port})"
 
     @property
+    def target_id(self) -> str:
+        """'ssh:<inventory name>': the target named in this host's TargetErrors."""
+        return f"ssh:{self.name}"
+
+    @property
     def where(self) -> str:
         """'gpu-01 (10.0.0.21:22)' for messages."""
         return f"{self.name} ({self.spec.address}:{self.spec.port})"
@@ -144,7 +149,7 @@ class HostTarget:
     def raise_if_unreachable(self) -> None:
         """Raise HostUnreachable when the host is known to be unreachable."""
         if self._unreachable is not None:
-            raise HostUnreachable(f"{self.where} unreachable over SSH: {self._unreachable}")
+            raise HostUnreachable(f"{self.where} unreachable over SSH: {self._unreachable}", target=self.target_id)
 
     def connect(self) -> HostTarget:
         """Open the SSH master connection (once); HostUnreachable when the host cannot be reached."""

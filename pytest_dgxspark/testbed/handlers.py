@@ -317,6 +317,8 @@ def _pod_log(h: Handler, namespace: str, name: str, query: dict[str, str]) -> No
         container = mains[0]
     if container not in mains + inits:
         return h.send_json(400, _status(400, "BadRequest", f"container {container} is not valid for pod {name}"))
+    if not spec.get("nodeName"):  # kube-apiserver pod/strategy.go LogLocation: nowhere to proxy the log from
+        return h.send_json(400, _status(400, "BadRequest", f"pod {name} does not have a host assigned"))
     statuses = (status.get("containerStatuses") or []) + (status.get("initContainerStatuses") or [])
     state = next((s.get("state") or {} for s in statuses if s.get("name") == container), {})
     if not state or ("waiting" in state and not next((s for s in statuses if s.get("name") == container), {}).get("lastState")):

@@ -64,6 +64,10 @@ DEFAULTS: dict[str, Any] = {
     "containers": [],
     "files": {},
     "containerd_socket": True,
+    "nri": True,
+    # RKE2 node-label of config.yaml (the testbed puts the site's rke2_node_labels here on the target node)
+    "node_labels": ["node.tirosh.ai/role=gpu", "node.tirosh.ai/workload=ai", "node.tirosh.ai/model=dgx-spark",
+                    "nvidia.com/gpu.present=true"],
     "unreachable": False,
 }
 

@@ -100,11 +100,20 @@ def namespace(ctx: Context, name: str, labels: dict[str, str] | None = None) -> 
             "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}
 
 
+def rke2_node_labels(scenario: Any, site_vars: dict[str, Any], name: str) -> list[str]:
+    """A node's RKE2 `node-label` list: its own `nodes.<name>.node_labels`, else the site's rke2_node_labels on the
+    rke2_target_name node (on every node when that name is not a scenario node), else none."""
+    own = (scenario.nodes.get(name) or {}).get("node_labels")
+    if own is not None:
+        return [str(item) for item in own]
+    target = site_vars.get("rke2_target_name")
+    if target is not None and target != name and target in scenario.nodes:
+        return []
+    return [str(item) for item in site_vars.get("rke2_node_labels") or []]
+
+
 def site_labels(ctx: Context, name: str) -> dict[str, str]:
-    target = ctx.site_vars.get("rke2_target_name")
-    if target is not None and target != name and target in ctx.scenario.nodes:
-        return {}
-    return dict(item.split("=", 1) for item in ctx.site_vars.get("rke2_node_labels") or [] if "=" in item)
+    return dict(item.split("=", 1) for item in rke2_node_labels(ctx.scenario, ctx.site_vars, name) if "=" in item)
 
 
 def node(ctx: Context, name: str) -> dict[str, Any]:

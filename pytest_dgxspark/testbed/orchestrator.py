@@ -114,7 +114,7 @@ class Testbed:
         public_key = write_keypair(key)
         known: list[str] = []
         if not self._without_hosts:
-            known = self._start_hosts(state, links, public_key)
+            known = self._start_hosts(state, links, public_key, site_vars)
         (self.directory / "known_hosts").write_text("".join(known))
         context, mgmt_context = site_vars["rke2_context_name"], site_vars.get("argocd_context", "argocd")
         server_name = self.scenario.server_name()
@@ -158,14 +158,16 @@ class Testbed:
         self._write_inventory(state, links, key, site_vars)
         _write_state(self.directory, {**state, "contexts": self.contexts, "up": True})
 
-    def _start_hosts(self, state: dict[str, Any], links: dict[str, netns.Link], public_key: str) -> list[str]:
+    def _start_hosts(self, state: dict[str, Any], links: dict[str, netns.Link], public_key: str,
+                     site_vars: dict[str, Any]) -> list[str]:
         hosts = importlib.import_module("pytest_dgxspark.testbed.hosts")
         known = []
         for name, spec in self.scenario.nodes.items():
+            host = {"node_labels": objects.rke2_node_labels(self.scenario, site_vars, name), **((spec or {}).get("host") or {})}
             node_dir = self.directory / "nodes" / name
             host_key_dir = self.directory / "hostkeys" / name
             host_key_dir.mkdir(parents=True, exist_ok=True)
-            handle = hosts.start_host(name, dict((spec or {}).get("host") or {}), node_dir=node_dir, link=links[name],
+            handle = hosts.start_host(name, host, node_dir=node_dir, link=links[name],
                                       authorized_key=public_key, host_key_dir=host_key_dir, scenario_dir=self.scenario.directory,
                                       role=(spec or {}).get("role", "server"))
             state["hosts"].append({"name": handle.name, "address": handle.address, "port": handle.port, "netns": handle.netns,
@@ -206,6 +208,8 @@ class Testbed:
                          "dgxspark_model": spec.get("model", "dgx-spark" if spec.get("gpu", True) else "generic-arm64")}
             if spec.get("gpu", True):
                 host_vars["dgxspark_gpu_product"] = "NVIDIA GB10"
+            if spec.get("node_labels") is not None:  # the node's own labels (else the site's, on the GPU target)
+                host_vars["rke2_node_labels"] = objects.rke2_node_labels(self.scenario, site_vars, name)
             group = "rke2_servers" if spec.get("role", "server") == "server" else "rke2_agents"
             groups[group]["hosts"][name] = host_vars
             ssh_lines.append(f"Host {name} {address}\n  HostName {address}\n  Port {port}\n  User root\n  IdentityFile {key}\n"

@@ -1,4 +1,4 @@
-"""GPU Operator layer: every operand DaemonSet has a Ready pod on every GPU node (ADR 0002 §5-1)."""
+"""GPU Operator layer: every operand has a Ready pod on every GPU node and the ClusterPolicy is reconciled (ADR 0002 §5-1)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from pytest_dgxspark.parsing import dig, pod_summary
+from pytest_dgxspark.parsing import clusterpolicy_readiness, dig, pod_summary
 
 # DaemonSet -> the chart value that can disable it (None: always deployed)
 COMPONENTS = {
@@ -16,6 +16,16 @@ COMPONENTS = {
     "nvidia-dcgm-exporter": "dcgmExporter.enabled",
     "nvidia-operator-validator": None,
 }
+
+
+def _policy_states_not_ready(cluster: Any) -> dict[str, list[str]]:
+    """ClusterPolicy name -> the operand states its message says are not ready."""
+    found = {}
+    for policy in cluster.list("clusterpolicies"):
+        readiness = clusterpolicy_readiness(policy)
+        if not readiness.ready:
+            found[policy["metadata"]["name"]] = list(readiness.states_not_ready) or [f"{readiness.reason}: {readiness.message}"]
+    return found
 
 
 @pytest.mark.rule("ADR-0002.operator-components")
@@ -34,7 +44,30 @@ def test_operands_are_ready_on_every_gpu_node(
                 problems.setdefault(gpu.name, []).append(
                     f"{ds}: " + (", ".join(f"{p['name']} {p['phase']} {p['waiting']}" for p in seen[gpu.name][ds]) or "no pod")
                 )
+    policy_states = _policy_states_not_ready(cluster)
     evidence.record("operands per GPU node", seen)
+    evidence.record("ClusterPolicy states not ready", policy_states)
     assert gpu_nodes, "the inventory names no GPU host (dgxspark_gpu: true)"
     assert missing_nodes == [], f"{cluster.where}: GPU hosts without a Node: {missing_nodes}"
-    assert problems == {}, f"{cluster.where}: operand pods not Ready on GPU nodes: {problems}"
+    assert problems == {}, (
+        f"{cluster.where}: operand pods not Ready on GPU nodes: {problems}"
+        + (f"; ClusterPolicy states not ready: {policy_states}" if policy_states else "")
+    )
+
+
+@pytest.mark.rule("ADR-0002.operator-components")
+def test_clusterpolicy_is_reconciled(cluster: Any, evidence: Any) -> None:
+    policies = cluster.list("clusterpolicies")
+    states = {p["metadata"]["name"]: clusterpolicy_readiness(p) for p in policies}
+    evidence.record("ClusterPolicy status", {name: {"state": r.state, "reason": r.reason, "message": r.message}
+                                             for name, r in states.items()})
+    assert policies, f"{cluster.where}: no ClusterPolicy (nvidia.com/v1) to say whether the operands are ready"
+    not_ready = {
+        name: f"state {r.state!r}, reason {r.reason!r}"
+        + (f", operands not ready: {list(r.states_not_ready)}" if r.states_not_ready else f": {r.message}")
+        for name, r in states.items() if not r.ready
+    }
+    assert not_ready == {}, (
+        f"{cluster.where}: ClusterPolicy is not ready/Reconciled ('ClusterPolicy is ready as all resources have been "
+        f"successfully reconciled' is the operator's success): {not_ready}"
+    )

@@ -1,4 +1,4 @@
-"""Fixtures of the RKE2 layer: the effective RKE2 config of a host."""
+"""Fixtures of the RKE2 layer: the effective RKE2 config of a host and the Node metadata it must give."""
 
 from __future__ import annotations
 
@@ -15,6 +15,41 @@ DROPINS = (
     "for f in $(ls -1 /etc/rancher/rke2/config.yaml.d/*.yaml 2>/dev/null | LC_ALL=C sort); "
     "do echo \"### $f\"; cat \"$f\"; done; true"
 )
+
+
+@dataclass(frozen=True)
+class ExpectedMetadata:
+    """The labels and taints one host's Node must carry, and where they come from (for messages)."""
+
+    labels: tuple[str, ...]
+    taints: tuple[str, ...]
+    labels_from: str
+    taints_from: str
+
+
+def expected_metadata(spec: Any, site: Any) -> ExpectedMetadata:
+    """A host's own rke2_node_labels/rke2_node_taints (inventory host vars) win; else the site's for GPU hosts (the
+    site vars describe the GPU target, rke2_target_name), else none: a non-GPU agent is not the GPU target."""
+    found = {}
+    for key in ("rke2_node_labels", "rke2_node_taints"):
+        own = (spec.vars or {}).get(key)
+        if own is not None:
+            found[key] = (tuple(str(v) for v in own), f"inventory host var {key} of {spec.name}")
+        elif spec.gpu:
+            found[key] = (tuple(str(v) for v in site.vars.get(key) or []), f"{site.root}/rke2/vars.yml {key}")
+        else:
+            found[key] = ((), f"none ({spec.name} is not a GPU host and sets no host var {key})")
+    return ExpectedMetadata(found["rke2_node_labels"][0], found["rke2_node_taints"][0],
+                            found["rke2_node_labels"][1], found["rke2_node_taints"][1])
+
+
+@pytest.fixture
+def node_metadata(host_target: Any, site: Any, evidence: Any) -> ExpectedMetadata:
+    """The Node labels and taints the current host must have (its own host vars, else the site's for GPU hosts)."""
+    expected = expected_metadata(host_target.spec, site)
+    evidence.record("expected node metadata", {"labels": list(expected.labels), "labels from": expected.labels_from,
+                                               "taints": list(expected.taints), "taints from": expected.taints_from})
+    return expected
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,11 @@ SYSTEM_TAINT_PREFIXES = ("node.kubernetes.io/", "node.cloudprovider.kubernetes.i
 
 
 @pytest.mark.rule("ADR-0001.node-metadata")
-def test_node_labels_are_the_site_labels(host_target: HostTarget, host_node: dict[str, Any], site: Any, evidence: Any) -> None:
+def test_node_labels_are_the_site_labels(
+    host_target: HostTarget, host_node: dict[str, Any], node_metadata: Any, evidence: Any
+) -> None:
     live = host_node["metadata"].get("labels") or {}
-    wanted = parse_labels(site.vars.get("rke2_node_labels") or [])
+    wanted = parse_labels(node_metadata.labels)
     wrong = {}
     for key, value in wanted.items():
         if live.get(key) == value:
@@ -27,18 +29,22 @@ def test_node_labels_are_the_site_labels(host_target: HostTarget, host_node: dic
         wrong[key] = {"vars": value, "live": live.get(key)}
     for key in OPERATOR_OWNED_LABELS:
         if key in wanted:
-            evidence.warn(f"{site.root}/rke2/vars.yml sets operator-owned label {key}; remove it from rke2_node_labels")
+            evidence.warn(f"{node_metadata.labels_from} sets operator-owned label {key}; remove it")
     evidence.record("labels", {"vars": wanted, "live": {k: live.get(k) for k in wanted}})
-    assert wrong == {}, f"{host_target.where}: Node {host_node['metadata']['name']} labels differ from rke2_node_labels: {wrong}"
+    assert wrong == {}, (
+        f"{host_target.where}: Node {host_node['metadata']['name']} labels differ from {node_metadata.labels_from}: {wrong}"
+    )
 
 
 @pytest.mark.rule("ADR-0001.node-metadata")
-def test_node_taints_are_the_site_taints(host_target: HostTarget, host_node: dict[str, Any], site: Any, evidence: Any) -> None:
+def test_node_taints_are_the_site_taints(
+    host_target: HostTarget, host_node: dict[str, Any], node_metadata: Any, evidence: Any
+) -> None:
     live = sorted(t for t in node_taints(host_node) if not t.key.startswith(SYSTEM_TAINT_PREFIXES))
-    wanted = sorted(parse_taint(t) for t in site.vars.get("rke2_node_taints") or [])
+    wanted = sorted(parse_taint(t) for t in node_metadata.taints)
     evidence.record("taints", {"vars": [t.__dict__ for t in wanted], "live": [t.__dict__ for t in live]})
     assert live == wanted, (
         f"{host_target.where}: Node {host_node['metadata']['name']} taints {[f'{t.key}={t.value}:{t.effect}' for t in live]} "
-        f"differ from rke2_node_taints {site.vars.get('rke2_node_taints')} (taints are set at registration only; "
+        f"differ from {node_metadata.taints_from} {list(node_metadata.taints)} (taints are set at registration only; "
         "use kubectl taint to converge)"
     )

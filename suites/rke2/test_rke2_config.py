@@ -13,7 +13,7 @@ CONFIG = "/etc/rancher/rke2/config.yaml"
 
 
 @pytest.mark.rule("ADR-0001.rke2-config")
-def test_effective_config_matches_site_vars(host_target: HostTarget, rke2_config: Any, site: Any) -> None:
+def test_effective_config_matches_site_vars(host_target: HostTarget, rke2_config: Any, site: Any, node_metadata: Any) -> None:
     assert rke2_config.error is None, rke2_config.error
     config = rke2_config.merged
     vars_ = site.vars
@@ -26,11 +26,11 @@ def test_effective_config_matches_site_vars(host_target: HostTarget, rke2_config
         if as_bool(config.get("disable-kube-proxy")) != want_kp:
             problems.append(f"disable-kube-proxy is {config.get('disable-kube-proxy')!r}, vars say {want_kp}")
     labels = sorted(as_list(config.get("node-label")))
-    want_labels = sorted(str(v) for v in vars_.get("rke2_node_labels") or [])
+    want_labels = sorted(node_metadata.labels)
     if labels != want_labels:
-        problems.append(f"node-label is {labels}, vars rke2_node_labels say {want_labels}")
+        problems.append(f"node-label is {labels}, {node_metadata.labels_from} says {want_labels}")
     taints = sorted(parse_taint(t) for t in as_list(config.get("node-taint")))
-    want_taints = sorted(parse_taint(t) for t in vars_.get("rke2_node_taints") or [])
+    want_taints = sorted(parse_taint(t) for t in node_metadata.taints)
     if taints != want_taints:
-        problems.append(f"node-taint is {as_list(config.get('node-taint'))}, vars rke2_node_taints say {vars_.get('rke2_node_taints')}")
+        problems.append(f"node-taint is {as_list(config.get('node-taint'))}, {node_metadata.taints_from} says {list(node_metadata.taints)}")
     assert problems == [], f"{host_target.where}: {CONFIG} (+ config.yaml.d) does not match {site.root}/rke2/vars.yml: " + "; ".join(problems)

@@ -31,14 +31,20 @@ class CudaNamespace:
                 "pod-security.kubernetes.io/enforce": "baseline",
             }},
         }
-        self.cluster.core.create_namespace(body, _request_timeout=(10, 30))
-        self.created = True
+        self.created = True  # from the first attempt on: a lost answer may still have created it, so always delete
+        try:
+            self.cluster.call(self.cluster.core.create_namespace, body, _request_timeout=(10, 30))
+        except ApiException as error:
+            # 409: an earlier attempt whose answer was lost created it (the name is unique to this run)
+            if error.status != 409:
+                raise
 
     def delete(self) -> None:
         if not self.created or self.deleted:
             return
         try:
-            self.cluster.core.delete_namespace(self.name, propagation_policy="Background", _request_timeout=(10, 30))
+            self.cluster.call(self.cluster.core.delete_namespace, self.name, propagation_policy="Background",
+                              _request_timeout=(10, 30))
         except ApiException as error:
             if error.status != 404:
                 raise
