@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import re
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_dgxspark.testbed import hostfiles, netns
+from pytest_dgxspark.testbed.scenario import deep_merge as merge
 
 NODEINIT = Path(__file__).resolve().parent / "native" / "nodeinit.py"
 START_TIMEOUT_S = 30.0
@@ -90,19 +90,6 @@ class HostHandle:
     netns: str
     pid: int
     node_dir: Path
-
-
-def merge(base: Any, over: Any) -> Any:
-    """Deep merge like scenarios' `extends`: maps merge, lists and scalars replace, None deletes."""
-    if not isinstance(base, dict) or not isinstance(over, dict):
-        return copy.deepcopy(over)
-    out = copy.deepcopy(base)
-    for key, value in over.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = merge(out.get(key), value) if key in out else copy.deepcopy(value)
-    return out
 
 
 def host_spec(spec: dict[str, Any] | None, *, name: str | None = None, role: str = "server") -> dict[str, Any]:
