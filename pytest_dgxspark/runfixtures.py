@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import atexit
+import signal
 import shutil
 import tempfile
 from pathlib import Path
@@ -18,6 +19,16 @@ def _state(config: pytest.Config):
     if state_key not in config.stash:
         raise pytest.UsageError("pytest-dgxspark fixtures need a dgxspark run (--site or --testbed, tests under suites/)")
     return config.stash[state_key]
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"terminated by signal {signum}")
+
+
+def _terminate_like_ctrl_c() -> None:
+    """SIGTERM (a CI job cancelled, `timeout`) ends the run like Ctrl-C: the testbed goes down, the report is written."""
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _on_sigterm)
 
 
 @pytest.fixture(scope="session")
@@ -44,6 +55,7 @@ def targets(pytestconfig: pytest.Config, request: pytest.FixtureRequest) -> Targ
 
         atexit.register(stop)
         request.addfinalizer(stop)
+        _terminate_like_ctrl_c()
         try:
             testbed.up()
         except Exception as exc:  # the testbed's own message says what failed

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
+import time
 import subprocess
 import sys
 from pathlib import Path
@@ -26,7 +28,8 @@ def run_suite(tmp_path: Path, *args: str, timeout: int = 300) -> tuple[subproces
     report_dir = tmp_path / "reports"
     cmd = [sys.executable, "-m", "pytest", "suites", "--report-dir", str(report_dir), "-p", "no:cacheprovider",
            "-q", "--no-header", "--dgxspark-cuda-timeout", "15", "--dgxspark-smi-timeout", "8", *args]
-    with subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as child:
+    env = {**os.environ, "TMPDIR": str(_run_tmp(tmp_path))}
+    with subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) as child:
         try:
             out, err = child.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -38,9 +41,21 @@ def run_suite(tmp_path: Path, *args: str, timeout: int = 300) -> tuple[subproces
     return proc, json.loads(results.read_text())
 
 
-def netns_list() -> set[str]:
-    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    return {line.split()[0] for line in out.splitlines() if line.strip()}
+def _run_tmp(tmp_path: Path) -> Path:
+    """The TMPDIR of one suite run: its testbed directory is made there."""
+    path = tmp_path / "tmp"
+    path.mkdir(exist_ok=True)
+    return path
+
+
+def assert_torn_down(tmp_path: Path) -> None:
+    """The run's testbed is gone: its directory removed and its address slot released (netns go with it)."""
+    run_tmp = _run_tmp(tmp_path)
+    assert list(run_tmp.glob("dgxspark-testbed-*")) == [], "the testbed directory was left behind"
+    from pytest_dgxspark.testbed import netns
+
+    locks = [lk for lk in netns._slot_dir().glob("*.lock") if str(run_tmp) in lk.read_text()]
+    assert locks == [], f"the testbed's address slot was not released: {locks}"
 
 
 @pytest.mark.parametrize("name", bundled_scenarios())
@@ -48,7 +63,6 @@ def test_the_suites_give_the_scenarios_expected_statuses_and_root_causes(tmp_pat
     from pytest_dgxspark.testbed import scenario
 
     expect = scenario.load(name).expect
-    before = netns_list()
     proc, doc = run_suite(tmp_path, "--testbed", name)
     got = {r["id"]: r["status"] for r in doc["rules"]}
     messages = {r["id"]: [t["message"] for t in r["tests"] if t["message"]] for r in doc["rules"]}
@@ -56,7 +70,7 @@ def test_the_suites_give_the_scenarios_expected_statuses_and_root_causes(tmp_pat
     assert wrong == {}, f"{name}: rule statuses differ (expected, got, messages)\n{proc.stdout[-3000:]}"
     assert sorted(doc["root_causes"]) == sorted(expect["root_causes"])
     assert doc["run"]["simulated"] is True and doc["run"]["testbed"] == name
-    assert netns_list() <= before, "the testbed left a network namespace behind"
+    assert_torn_down(tmp_path)
 
 
 def test_the_healthy_dgx_spark_passes_every_rule_but_the_air_gap_one(tmp_path):
@@ -75,3 +89,39 @@ def test_gpu_marker_reruns_exactly_the_gpu_chain(tmp_path):
     tested = {r["id"] for r in doc["rules"] if r["tests"]}
     assert tested == gpu_rules
     assert doc["verdict"] == "INCOMPLETE"
+
+
+def test_a_terminated_run_tears_the_testbed_down_and_still_writes_its_report(tmp_path):
+    run_tmp = _run_tmp(tmp_path)
+    report_dir = tmp_path / "reports"
+    cmd = [sys.executable, "-m", "pytest", "suites", "--testbed", "cuda-pending", "--report-dir", str(report_dir),
+           "-p", "no:cacheprovider", "-q", "--dgxspark-cuda-timeout", "120"]
+    env = {**os.environ, "TMPDIR": str(run_tmp)}
+    with subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env) as child:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not _cuda_pod_created(run_tmp):
+            time.sleep(0.2)
+        child.send_signal(signal.SIGTERM)  # as a cancelled CI job or `timeout` would
+        out, _ = child.communicate(timeout=60)
+    doc = json.loads((report_dir / "latest" / "results.json").read_text())
+    cuda = next(r for r in doc["rules"] if r["id"] == "ADR-0002.cuda-sample")
+    assert cuda["status"] == "error", out[-2000:]
+    assert doc["verdict"] == "INCOMPLETE"
+    assert_torn_down(tmp_path)
+
+
+def _cuda_pod_created(run_tmp: Path) -> bool:
+    """Whether this run's testbed has recorded the CUDA sample's pod create."""
+    for directory in run_tmp.glob("dgxspark-testbed-*"):
+        try:
+            lines = (directory / "requests.jsonl").read_text().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            try:
+                req = json.loads(line)
+            except ValueError:
+                continue
+            if req.get("method") == "POST" and req.get("path", "").endswith("/pods"):
+                return True
+    return False
