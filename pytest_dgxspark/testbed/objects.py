@@ -101,13 +101,13 @@ def namespace(ctx: Context, name: str, labels: dict[str, str] | None = None) -> 
 
 
 def rke2_node_labels(scenario: Any, site_vars: dict[str, Any], name: str) -> list[str]:
-    """A node's RKE2 `node-label` list: its own `nodes.<name>.node_labels`, else the site's rke2_node_labels on the
-    rke2_target_name node (on every node when that name is not a scenario node), else none."""
-    own = (scenario.nodes.get(name) or {}).get("node_labels")
+    """A node's RKE2 `node-label` list: its own `nodes.<name>.node_labels`, else the site's rke2_node_labels on GPU
+    nodes (the site's labels describe its GPU nodes, ADR 0001 §5), else none (as the suite expects)."""
+    node = scenario.nodes.get(name) or {}
+    own = node.get("node_labels")
     if own is not None:
         return [str(item) for item in own]
-    target = site_vars.get("rke2_target_name")
-    if target is not None and target != name and target in scenario.nodes:
+    if not node.get("gpu", True):
         return []
     return [str(item) for item in site_vars.get("rke2_node_labels") or []]
 
