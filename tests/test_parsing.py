@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from pytest_dgxspark import parsing as p
+from pytest_dgxspark import siterepo
 
 REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference"
 OPEN_AARCH64 = (
@@ -185,17 +186,17 @@ def test_image_tags_and_registries() -> None:
 def test_make_rules_and_recipe_closure() -> None:
     text = (".PHONY: a\nrke2/server/install: rke2/check\n\t$(ANSIBLE) playbooks/rke2-server-install.yml\n"
             "rke2/check:\n\t@test -f x \\\n\t  || exit 2\n")
-    rules = p.parse_make_rules(text)
+    rules = siterepo.parse_make_rules(text)
     assert rules["rke2/server/install"][0] == ["rke2/check"]
-    assert p.make_recipe_closure(rules, "rke2/server/install") == ["$(ANSIBLE) playbooks/rke2-server-install.yml", "@test -f x  || exit 2"]
+    assert siterepo.make_recipe_closure(rules, "rke2/server/install") == ["$(ANSIBLE) playbooks/rke2-server-install.yml", "@test -f x  || exit 2"]
 
 
 def test_ansible_references_find_roles_and_includes() -> None:
     text = "- hosts: all\n  roles:\n    - rke2_common\n  tasks:\n    - ansible.builtin.include_tasks: extra.yml # gpu-operator\n"
-    files, roles = p.ansible_references(text)
+    files, roles = siterepo.ansible_references(text)
     assert files == ["extra.yml"] and "rke2_common" in roles
-    assert not p.GPU_OPERATOR_REFERENCE.search(p.strip_yaml_comments(text))
-    assert p.GPU_OPERATOR_REFERENCE.search("kind: HelmChart") and not p.GPU_OPERATOR_REFERENCE.search("kind: HelmChartConfig")
+    assert not siterepo.GPU_OPERATOR_REFERENCE.search(siterepo.strip_yaml_comments(text))
+    assert siterepo.GPU_OPERATOR_REFERENCE.search("kind: HelmChart") and not siterepo.GPU_OPERATOR_REFERENCE.search("kind: HelmChartConfig")
 
 
 def test_nvml_probe_result_takes_last_json_line() -> None:

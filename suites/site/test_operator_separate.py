@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pytest_dgxspark.parsing import (
+from pytest_dgxspark.siterepo import (
     GPU_OPERATOR_REFERENCE,
     ansible_references,
     make_recipe_closure,
