@@ -125,3 +125,48 @@ def _cuda_pod_created(run_tmp: Path) -> bool:
             if req.get("method") == "POST" and req.get("path", "").endswith("/pods"):
                 return True
     return False
+
+
+def _testbed_secrets(directory: Path) -> list[str]:
+    """Every credential a testbed hands out: kubeconfig client keys and certs, the SSH key, Argo CD's bearer token."""
+    import base64
+
+    import yaml
+
+    secrets = [(directory / "id_ed25519").read_text().strip()]
+    kubeconfig = yaml.safe_load((directory / "kubeconfig").read_text())
+    for user in kubeconfig["users"]:
+        for key in ("client-key-data", "client-certificate-data", "token"):
+            if user["user"].get(key):
+                secrets.append(user["user"][key])
+                if key != "token":
+                    secrets.append(base64.b64decode(user["user"][key]).decode().strip())
+    world = json.loads((directory / "management-world.json").read_text())
+    for obj in world["objects"]:
+        config = ((obj.get("data") or {}).get("config")) if obj.get("kind") == "Secret" else None
+        if config:
+            secrets.append(config)
+            secrets.append(json.loads(base64.b64decode(config))["bearerToken"])
+    return [s for s in secrets if len(s) >= 16]
+
+
+def test_no_credential_reaches_the_bundle(tmp_path):
+    from pytest_dgxspark.testbed import Testbed
+
+    with Testbed("healthy", tmp_path / "tb") as testbed:
+        secrets = _testbed_secrets(tmp_path / "tb")
+        assert len(secrets) >= 6
+        report_dir = tmp_path / "reports"
+        subprocess.run(
+            [sys.executable, "-m", "pytest", "suites", "--site", str(REPO / "sites" / "tirosh-home"),
+             "--dgxspark-inventory", str(testbed.inventory), "--dgxspark-kubeconfig", str(testbed.kubeconfig),
+             "--dgxspark-ssh-config", str(testbed.ssh_config), "--report-dir", str(report_dir), "-q",
+             "-p", "no:cacheprovider", "--dgxspark-cuda-timeout", "15"],
+            cwd=REPO, capture_output=True, text=True, timeout=300, check=False,
+        )
+    bundle = (report_dir / "latest").resolve()
+    files = [p for p in bundle.rglob("*") if p.is_file()]
+    assert {p.name for p in files} >= {"results.json", "report.html", "summary.html", "junit.xml", "MANIFEST.sha256"}
+    assert json.loads((bundle / "results.json").read_text())["verdict"] == "ACCEPTED"
+    leaks = [(p.name, s[:12]) for p in files for s in secrets if s in p.read_text(errors="replace")]
+    assert leaks == []
