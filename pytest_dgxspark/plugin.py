@@ -43,6 +43,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("dgxspark_report_dir", "default report directory", default="reports")
 
 
+# A check that hangs somewhere no timeout of its own covers becomes an `error`, never a hung run (pytest-timeout).
+DEFAULT_TEST_TIMEOUT_S = 900
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "rule(id): the ADR rule this test verifies, e.g. "
                             "@pytest.mark.rule('ADR-0002.allocatable'); exactly one per test under suites/")
@@ -59,6 +64,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("dgxspark_rules") and config.args_source != pytest.Config.ArgsSource.ARGS and suites.is_dir():
         config.args[:] = [str(suites)]
     config.pluginmanager.register(runfixtures, "dgxspark_runfixtures")
+    if is_active(config) and hasattr(config.option, "timeout") and config.option.timeout is None \
+            and not config.getini("timeout"):
+        config.option.timeout = DEFAULT_TEST_TIMEOUT_S
     if is_active(config) and not config.getoption("dgxspark_rules"):
         # Only files are read here (site, scenario, governance): host parametrization needs the host names.
         state: RunState = load_run(config, config.stash[catalog_key])
@@ -131,6 +139,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         report.dgxspark_target_error = True
         report.dgxspark_message = str(call.excinfo.value)
         report.dgxspark_target = getattr(call.excinfo.value, "target", None)
+    elif report.failed and call.excinfo is not None and "from pytest-timeout" in str(call.excinfo.value):
+        report.dgxspark_target_error = True
+        report.dgxspark_message = f"the check hung: {call.excinfo.value} (the target did not answer)"
     phases = state.phases.setdefault(item.nodeid, {})
     phases[report.when] = report
     if report.when == "teardown":

@@ -246,3 +246,12 @@ def test_an_interrupted_run_still_writes_results_with_error_outcomes(pytester, s
     assert nvml["status"] == "error"
     assert nvml["tests"][0]["message"].startswith("not run: interrupted")
     assert doc["verdict"] == "INCOMPLETE"
+
+
+def test_a_hung_check_ends_as_an_error_not_a_hung_run(pytester, suite):
+    suite("host", "import time\n\n@pytest.mark.rule('ADR-0002.host-driver')\ndef test_driver():\n    time.sleep(30)\n")
+    result = pytester.runpytest_subprocess(*SITE_ARGS, "--timeout", "1")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    driver = next(r for r in results(pytester)["rules"] if r["id"] == "ADR-0002.host-driver")
+    assert driver["status"] == "error"
+    assert driver["tests"][0]["message"].startswith("the check hung: Timeout (>1.0s) from pytest-timeout")
