@@ -52,7 +52,10 @@ class DriverVersion:
 
 
 _NVRM_OPEN = re.compile(r"NVRM version:\s*NVIDIA UNIX Open Kernel Module(?: for (\S+))?\s+(\d+(?:\.\d+)+)")
-_NVRM_PROP = re.compile(r"NVRM version:\s*NVIDIA UNIX(?:\s+(\S+))?\s+Kernel Module\s+(\d+(?:\.\d+)+)")
+# Proprietary: `NVIDIA UNIX x86_64 Kernel Module  X` (x86_64) or `NVIDIA UNIX Kernel Module for aarch64  X` (arm64).
+_NVRM_PROP = re.compile(
+    r"NVRM version:\s*NVIDIA UNIX(?:\s+(?!Kernel\b)(\S+))?\s+Kernel Module(?:\s+for\s+(\S+))?\s+(\d+(?:\.\d+)+)"
+)
 _GCC = re.compile(r"GCC version:\s*(.+)")
 
 
@@ -65,7 +68,7 @@ def parse_proc_driver_version(text: str) -> DriverVersion | None:
         return DriverVersion(match.group(2), "open", match.group(1), gcc)
     match = _NVRM_PROP.search(text or "")
     if match is not None:
-        return DriverVersion(match.group(2), "proprietary", match.group(1), gcc)
+        return DriverVersion(match.group(3), "proprietary", match.group(1) or match.group(2), gcc)
     return None
 
 
@@ -307,6 +310,32 @@ def netplan_dhcp_interfaces(documents: Iterable[Mapping[str, Any] | None]) -> di
 def netplan_uses_dhcp(definition: Mapping[str, Any]) -> bool:
     """Whether a netplan interface definition asks for DHCP (v4 or v6)."""
     return as_bool(definition.get("dhcp4")) or as_bool(definition.get("dhcp6"))
+
+
+def addresses_of(host: str) -> set[str]:
+    """The IP addresses a host name (or literal address) stands for; the name itself when it does not resolve."""
+    import ipaddress
+    import socket
+
+    host = host.strip("[]")
+    try:
+        return {str(ipaddress.ip_address(host))}
+    except ValueError:
+        pass
+    try:
+        return {info[4][0] for info in socket.getaddrinfo(host, None)} or {host}
+    except OSError:
+        return {host}
+
+
+def same_endpoint(url_a: str, url_b: str) -> bool:
+    """Two https://host:port URLs reach the same API: same port, and host names that share an address."""
+    from urllib.parse import urlsplit
+
+    a, b = urlsplit(url_a.rstrip("/")), urlsplit(url_b.rstrip("/"))
+    if (a.port or 443) != (b.port or 443) or not a.hostname or not b.hostname:
+        return False
+    return a.hostname == b.hostname or bool(addresses_of(a.hostname) & addresses_of(b.hostname))
 
 
 # --- os-release -----------------------------------------------------------------------------

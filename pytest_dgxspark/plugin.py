@@ -142,6 +142,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     elif report.failed and call.excinfo is not None and "from pytest-timeout" in str(call.excinfo.value):
         report.dgxspark_target_error = True
         report.dgxspark_message = f"the check hung: {call.excinfo.value} (the target did not answer)"
+    if report.failed:
+        _redact_longrepr(report)
     phases = state.phases.setdefault(item.nodeid, {})
     phases[report.when] = report
     if report.when == "teardown":
@@ -152,6 +154,16 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         if items:
             state.evidence[item.nodeid] = items
     return report
+
+
+def _redact_longrepr(report: pytest.TestReport) -> None:
+    """A failure's text goes to junit.xml and report.html as it is: no secret may ride along."""
+    from pytest_dgxspark.evidence import redact_text
+
+    text = report.longreprtext
+    redacted = redact_text(text)
+    if redacted != text:
+        report.longrepr = redacted
 
 
 @pytest.hookimpl(wrapper=True)

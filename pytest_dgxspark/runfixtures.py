@@ -26,7 +26,7 @@ def _on_sigterm(signum: int, frame: object) -> None:
 
 
 def _terminate_like_ctrl_c() -> None:
-    """SIGTERM (a CI job cancelled, `timeout`) ends the run like Ctrl-C: the testbed goes down, the report is written."""
+    """SIGTERM (a CI job cancelled, `timeout`) ends the run like Ctrl-C: finalizers run, the report is written."""
     if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _on_sigterm)
 
@@ -41,6 +41,7 @@ def site(pytestconfig: pytest.Config) -> Site:
 def targets(pytestconfig: pytest.Config, request: pytest.FixtureRequest) -> Targets:
     """The hosts and cluster under test; a testbed is started here (not before) and stopped at the end."""
     tgt = _state(pytestconfig).targets
+    _terminate_like_ctrl_c()  # the CUDA sample's namespace and a testbed are cleaned up on SIGTERM too
     if tgt.simulated and tgt.testbed is None:
         from pytest_dgxspark.testbed import Testbed
 
@@ -55,7 +56,6 @@ def targets(pytestconfig: pytest.Config, request: pytest.FixtureRequest) -> Targ
 
         atexit.register(stop)
         request.addfinalizer(stop)
-        _terminate_like_ctrl_c()
         try:
             testbed.up()
         except Exception as exc:  # the testbed's own message says what failed

@@ -158,12 +158,15 @@ def _skip_reason(report: pytest.TestReport) -> str:
 
 
 def _failure_message(report: pytest.TestReport) -> str:
+    """The failure's own words (assertion message), redacted: they reach results.json and the summary."""
+    from pytest_dgxspark.evidence import redact_text
+
     message = getattr(report, "dgxspark_message", None)
-    if message:
-        return message
-    text = report.longreprtext or ""
-    lines = [ln for ln in text.splitlines() if ln.startswith("E ")]
-    return "\n".join(ln[2:].strip() for ln in lines[:12]) or text[-2000:]
+    if not message:
+        text = report.longreprtext or ""
+        lines = [ln for ln in text.splitlines() if ln.startswith("E ")]
+        message = "\n".join(ln[2:].strip() for ln in lines[:12]) or text[-2000:]
+    return redact_text(message)
 
 
 def exception_is_target_error(excinfo: pytest.ExceptionInfo | None) -> bool:

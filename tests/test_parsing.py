@@ -260,3 +260,20 @@ def test_containerd_cdi_defaults_follow_the_config_version() -> None:
 
 def test_containerd_config_that_is_not_toml_is_none() -> None:
     assert p.parse_containerd_config("version = = 3") is None
+
+
+def test_the_proprietary_module_on_aarch64_is_recognised():
+    text = ("NVRM version: NVIDIA UNIX Kernel Module for aarch64  580.95.05  Release Build  (dvs-builder@U22)  "
+            "Thu Sep 25 17:55:53 UTC 2025\nGCC version:  gcc version 13.3.0 (Ubuntu 13.3.0-6ubuntu2~24.04)\n")
+    driver = p.parse_proc_driver_version(text)
+    assert (driver.version, driver.flavour, driver.arch) == ("580.95.05", "proprietary", "aarch64")
+    x86 = p.parse_proc_driver_version("NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 22:23:56 UTC 2024")
+    assert (x86.version, x86.flavour, x86.arch) == ("550.54.15", "proprietary", "x86_64")
+
+
+def test_api_endpoints_match_by_address_and_port():
+    assert p.same_endpoint("https://127.0.0.1:6443/", "https://localhost:6443")
+    assert p.same_endpoint("https://10.0.0.5:6443", "https://10.0.0.5:6443")
+    assert not p.same_endpoint("https://10.0.0.5:6443", "https://10.0.0.6:6443")
+    assert not p.same_endpoint("https://10.0.0.5:6443", "https://10.0.0.5:9345")
+    assert p.addresses_of("10.0.0.5") == {"10.0.0.5"}

@@ -255,3 +255,12 @@ def test_a_hung_check_ends_as_an_error_not_a_hung_run(pytester, suite):
     driver = next(r for r in results(pytester)["rules"] if r["id"] == "ADR-0002.host-driver")
     assert driver["status"] == "error"
     assert driver["tests"][0]["message"].startswith("the check hung: Timeout (>1.0s) from pytest-timeout")
+
+
+def test_failure_messages_are_redacted_before_they_reach_results(pytester, suite):
+    suite("host", "@pytest.mark.rule('ADR-0002.host-driver')\ndef test_driver():\n"
+                  "    assert False, 'config.yaml line 3: token: K10abcdef0123456789abcdef::server:s3cr3tpassw0rd'\n")
+    pytester.runpytest(*SITE_ARGS)
+    for name in ("results.json", "junit.xml", "report.html", "summary.html"):
+        text = (pytester.path / "out" / "latest" / name).read_text()
+        assert "s3cr3tpassw0rd" not in text, name

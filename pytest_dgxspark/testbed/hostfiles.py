@@ -143,7 +143,9 @@ def proc_version(driver: dict[str, Any]) -> str:
     if driver.get("flavour", "open") == "open":
         module = f"NVIDIA UNIX Open Kernel Module for {arch}  {driver['version']}"
     else:
-        module = f"NVIDIA UNIX {arch} Kernel Module  {driver['version']}"
+        # x86_64: `NVIDIA UNIX x86_64 Kernel Module`; arm64 builds say `Kernel Module for aarch64`
+        module = (f"NVIDIA UNIX Kernel Module for {arch}  {driver['version']}" if arch == "aarch64"
+                  else f"NVIDIA UNIX {arch} Kernel Module  {driver['version']}")
     return (f"NVRM version: {module}  Release Build  (dvs-builder@U22-I3-AF03-09-1)  Tue Sep 23 21:01:56 UTC 2025\n"
             f"GCC version:  {GCC_LINE}\n")
 

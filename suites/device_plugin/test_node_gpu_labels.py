@@ -22,6 +22,10 @@ def test_gpu_nodes_carry_nvidia_labels(gpu_nodes: list[Any], cluster: Any, evide
         if not product:
             found.append("no nvidia.com/gpu.product label (GFD)")
         expected = gpu.spec.vars.get("dgxspark_gpu_product")
+        # with time-slicing (renameByDefault false) GFD appends -SHARED to the product
+        if product and product.endswith("-SHARED"):
+            evidence.record(f"{gpu.name} time-slicing", f"nvidia.com/gpu.product {product!r} carries -SHARED")
+            product = product.removesuffix("-SHARED")
         if product and expected and product != str(expected).replace(" ", "-"):
             found.append(f"nvidia.com/gpu.product is {product!r}, the inventory says {expected!r}")
         count = labels.get("nvidia.com/gpu.count", "")

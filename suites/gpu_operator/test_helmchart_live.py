@@ -8,6 +8,9 @@ import pytest
 
 from pytest_dgxspark.parsing import helm_values
 
+# HelmChart spec keys that change the installed chart or its values when set on the live object only
+OVERRIDING_KEYS = frozenset({"set", "valuesSecrets", "chartContent", "repo", "version", "chart", "valuesContent"})
+
 
 def _live_chart(cluster: Any, site: Any) -> dict[str, Any] | None:
     meta = site.helmchart.get("metadata") or {}
@@ -35,6 +38,10 @@ def test_live_helmchart_equals_site_manifest(cluster: Any, site: Any, evidence: 
                 differ[key] = {"site": helm_values(site.helmchart), "live": helm_values(live)}
         elif have.get(key) != value:
             differ[key] = {"site": value, "live": have.get(key)}
+    # keys only the live object carries can still change what is installed (`set` overrides valuesContent)
+    for key in sorted(set(have) & OVERRIDING_KEYS - set(want)):
+        if have[key] not in (None, "", {}, []):
+            differ[key] = {"site": None, "live": have[key]}
     assert differ == {}, f"{cluster.where}: live HelmChart differs from {site.root}/rke2/gpu-operator.helmchart.yaml: {differ}"
 
 

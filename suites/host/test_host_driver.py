@@ -25,10 +25,16 @@ SMI_EXIT_CODES = {
 }
 
 
-def _needs_open_modules(host_target: HostTarget) -> bool:
+# Blackwell GPUs (GB10 among them) run only on the open kernel modules (gpu-stack-facts §1, F1).
+OPEN_ONLY_MODELS = ("GB10", "GB20", "B200", "B100", "BLACKWELL")
+GPU_MODELS = "cat /proc/driver/nvidia/gpus/*/information 2>/dev/null | grep -i '^Model:'; true"
+
+
+def _needs_open_modules(host_target: HostTarget, host_models: str) -> bool:
     product = str(host_target.spec.vars.get("dgxspark_gpu_product", ""))
     model = str(host_target.spec.vars.get("dgxspark_model", ""))
-    return "GB10" in product.upper() or "spark" in model.lower()
+    seen = f"{product} {host_models}".upper()
+    return any(m in seen for m in OPEN_ONLY_MODELS) or "spark" in model.lower()
 
 
 @pytest.mark.rule("ADR-0002.host-driver")
@@ -53,7 +59,8 @@ def test_driver_version_file_shows_the_right_flavour(host_target: HostTarget, ev
     driver = parse_proc_driver_version(result.stdout)
     assert driver is not None, f"{host_target.where}: /proc/driver/nvidia/version is not an NVRM version line: {result.stdout[:200]!r}"
     evidence.record("driver", {"version": driver.version, "flavour": driver.flavour, "arch": driver.arch})
-    if _needs_open_modules(host_target):
+    models = evidence.command(host_target, GPU_MODELS).stdout
+    if _needs_open_modules(host_target, models):
         assert driver.flavour == "open", (
             f"{host_target.where}: GB10 needs the OPEN kernel modules (nvidia-driver-580-open); loaded is the "
             f"{driver.flavour} module {driver.version} (RmInitAdapter failed, nvidia-smi hangs)"

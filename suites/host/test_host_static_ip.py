@@ -12,6 +12,7 @@ from pytest_dgxspark.connections import HostTarget
 from pytest_dgxspark.parsing import (
     netplan_dhcp_interfaces,
     netplan_uses_dhcp,
+    addresses_of,
     node_internal_ips,
     parse_ip_addr_json,
 )
@@ -22,8 +23,10 @@ NETPLAN = "for f in /etc/netplan/*.yaml /etc/netplan/*.yml; do [ -f \"$f\" ] && 
 @pytest.mark.rule("ADR-0002.host-static-ip")
 def test_node_internal_ip_is_the_inventory_address(host_target: HostTarget, host_node: dict[str, Any], evidence: Any) -> None:
     ips = node_internal_ips(host_node)
-    evidence.record("node InternalIP", {"node": host_node["metadata"]["name"], "InternalIP": ips, "inventory": host_target.spec.address})
-    assert host_target.spec.address in ips, (
+    inventory = addresses_of(host_target.spec.address)  # ansible_host may be a name
+    evidence.record("node InternalIP", {"node": host_node["metadata"]["name"], "InternalIP": ips,
+                                        "inventory": host_target.spec.address, "inventory addresses": sorted(inventory)})
+    assert inventory & set(ips), (
         f"{host_target.where}: Node {host_node['metadata']['name']} InternalIP is {ips}, the inventory says "
         f"{host_target.spec.address}; set node-ip or fix ansible_host"
     )
@@ -31,11 +34,12 @@ def test_node_internal_ip_is_the_inventory_address(host_target: HostTarget, host
 
 @pytest.mark.rule("ADR-0002.host-static-ip")
 def test_inventory_address_is_configured_statically(host_target: HostTarget, evidence: Any) -> None:
-    address = host_target.spec.address
+    addresses = addresses_of(host_target.spec.address)
     ip_addr = evidence.command(host_target, "ip -j addr show")
     assert ip_addr.rc == 0, f"{host_target.where}: `ip -j addr show` exited {ip_addr.rc}: {ip_addr.stderr.strip()}"
-    matches = [a for a in parse_ip_addr_json(ip_addr.stdout) if a.address == address]
-    assert matches, f"{host_target.where}: no interface carries the inventory address {address} (ip -j addr)"
+    matches = [a for a in parse_ip_addr_json(ip_addr.stdout) if a.address in addresses]
+    assert matches, f"{host_target.where}: no interface carries the inventory address {sorted(addresses)} (ip -j addr)"
+    address = matches[0].address
     iface = matches[0].ifname
     assert not matches[0].dynamic, (
         f"{host_target.where}: {address} on {iface} is a DHCP lease (`dynamic` in ip addr); configure it statically"

@@ -67,6 +67,10 @@ def test_gpu_injection_goes_through_rke2_containerd(
             f"{host_target.where}: {NRI_SOCKET} is not a socket: RKE2's containerd does not serve NRI, so the toolkit's "
             "NRI plugin cannot inject GPUs (F14: failed to connect to NRI service)"
         )
+        assert cri is not None, (
+            f"{host_target.where}: {RKE2_CONTAINERD_CONFIG} could not be read as containerd TOML (exit {config_file.rc}): "
+            "RKE2 generates it at every start; without it CDI injection cannot be judged"
+        )
         if cri is not None:
             dirs = cri.cdi_spec_dirs
             assert cri.cdi_enabled, f"{host_target.where}: {RKE2_CONTAINERD_CONFIG} disables CDI (enable_cdi = false)"

@@ -21,6 +21,10 @@ def test_kubelet_uses_no_system_containerd(
     evidence.record("system containerd on the host (recorded, not a failure)", system.stdout.strip() or "none")
     raw = (host_node.get("status") or {}).get("nodeInfo", {}).get("containerRuntimeVersion", "")
     runtime = parse_runtime_version(raw)
+    assert kubelet.running or runtime is not None, (
+        f"{host_target.where}: neither a kubelet process nor the Node's containerRuntimeVersion ({raw!r}) tells which "
+        "containerd the kubelet uses"
+    )
     assert "/run/containerd/" not in (kubelet.endpoint or ""), (
         f"{host_target.where}: the kubelet uses the system containerd ({kubelet.endpoint}); it must use {RKE2_SOCKET}"
     )
