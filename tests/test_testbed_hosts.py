@@ -236,7 +236,7 @@ def test_faults_hang_proprietary_missing_nvml_and_docker_cri(tmp_path: Path, key
     with running(spec, tmp_path, keypair, slot) as node:
         assert node.ssh("timeout 3 nvidia-smi").returncode == 124
         version = node.ssh("cat /proc/driver/nvidia/version").stdout
-        assert version.startswith("NVRM version: NVIDIA UNIX aarch64 Kernel Module  580.95.05  Release Build")
+        assert version.startswith("NVRM version: NVIDIA UNIX Kernel Module for aarch64  580.95.05  Release Build")
         assert "NVRM: GPU 000f:01:00.0: RmInitAdapter failed! (0x62:0x1a:2631)" in node.ssh("dmesg").stdout
         missing = node.ssh("python3 -c 'import ctypes; ctypes.CDLL(\"libnvidia-ml.so.1\")'")
         assert missing.returncode == 1 and "libnvidia-ml.so.1: cannot open shared object file" in missing.stderr
