@@ -6,11 +6,32 @@ from typing import Any
 
 import pytest
 
+import yaml
+
 from pytest_dgxspark import not_applicable
+from pytest_dgxspark.parsing import image_registry
+
+REGISTRIES_YAML = "/etc/rancher/rke2/registries.yaml"
+
+
+def _mirrored_registries(text: str, mirror_host: str) -> set[str]:
+    """Registries that RKE2's registries.yaml sends to the mirror (`mirrors: {<registry>: {endpoint: [...]}}`)."""
+    try:
+        doc = yaml.safe_load(text) or {}
+    except yaml.YAMLError:
+        return set()
+    found = set()
+    for registry, entry in ((doc.get("mirrors") or {}) if isinstance(doc, dict) else {}).items():
+        endpoints = [str(e) for e in ((entry or {}).get("endpoint") or [])]
+        if any(e.split("://", 1)[-1].split("/", 1)[0] == mirror_host for e in endpoints):
+            found.add(str(registry))
+    return found
 
 
 @pytest.mark.rule("ADR-0002.image-mirror")
-def test_operator_images_come_from_the_mirror(site: Any, cluster: Any, operator_namespace: str, evidence: Any) -> None:
+def test_operator_images_come_from_the_mirror(
+    site: Any, cluster: Any, operator_namespace: str, connections: Any, targets: Any, evidence: Any
+) -> None:
     if not site.airgap and not site.mirror_registry:
         not_applicable(f"{site.root}/rke2/vars.yml: the site is not air-gapped (airgap: false, no mirror_registry)")
     mirror = str(site.mirror_registry or "").rstrip("/")
@@ -21,6 +42,20 @@ def test_operator_images_come_from_the_mirror(site: Any, cluster: Any, operator_
         for container in (spec.get("initContainers") or []) + (spec.get("containers") or []):
             images.setdefault(container.get("image", ""), []).append(pod["metadata"]["name"])
     evidence.record("images", sorted(images))
-    outside = sorted(image for image in images if not image.startswith(mirror + "/"))
     assert images, f"{cluster.where}: no pods in {operator_namespace} to check"
+    mirror_host = mirror.split("/", 1)[0]
+    # Either the images name the mirror, or every GPU node's containerd pulls their registry through it
+    # (RKE2's registries.yaml mirrors: the pod spec keeps nvcr.io/..., containerd fetches from the mirror).
+    per_node = []
+    for spec in targets.hosts:
+        if spec.gpu:
+            text = connections.host(spec).connect().run(f"cat {REGISTRIES_YAML} 2>/dev/null; true").stdout
+            per_node.append(_mirrored_registries(text, mirror_host))
+    via_registries_yaml = set.intersection(*per_node) if per_node else set()
+    evidence.record(f"registries sent to {mirror_host} by {REGISTRIES_YAML} on every GPU node", sorted(via_registries_yaml))
+    outside = sorted(
+        image for image in images
+        if not image.startswith(mirror + "/") and image_registry(image) not in via_registries_yaml | {mirror_host}
+        and "*" not in via_registries_yaml
+    )
     assert outside == [], f"{cluster.where}: GPU Operator images not from the mirror {mirror}: {outside}"
