@@ -6,6 +6,10 @@ from typing import Any
 
 import pytest
 
+# NFD's PCI labels for NVIDIA (vendor 10de) the GPU Operator reads (controllers/state_manager.go)
+NFD_NVIDIA_PCI = ("feature.node.kubernetes.io/pci-10de.present", "feature.node.kubernetes.io/pci-0302_10de.present",
+                  "feature.node.kubernetes.io/pci-0300_10de.present")
+
 
 @pytest.mark.rule("ADR-0002.node-gpu-labels")
 def test_gpu_nodes_carry_nvidia_labels(gpu_nodes: list[Any], cluster: Any, evidence: Any) -> None:
@@ -18,6 +22,12 @@ def test_gpu_nodes_carry_nvidia_labels(gpu_nodes: list[Any], cluster: Any, evide
             found.append("no Node for this GPU host")
         if labels.get("nvidia.com/gpu.present") != "true":
             found.append(f"nvidia.com/gpu.present is {labels.get('nvidia.com/gpu.present')!r} (the operator sets it from NFD PCI labels)")
+        # gpu.present alone proves little when the site also sets it through RKE2 (ADR 0001's label list): the
+        # operator derives it from node feature discovery's NVIDIA PCI label, which must be there too.
+        nfd = [k for k in NFD_NVIDIA_PCI if labels.get(k) == "true"]
+        if not nfd:
+            found.append(f"no NFD NVIDIA PCI label ({' / '.join(NFD_NVIDIA_PCI)}): node feature discovery has not "
+                         "seen the GPU, so nvidia.com/gpu.present is not the operator's")
         product = labels.get("nvidia.com/gpu.product")
         if not product:
             found.append("no nvidia.com/gpu.product label (GFD)")
