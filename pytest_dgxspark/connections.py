@@ -5,10 +5,12 @@ from __future__ import annotations
 import shutil
 import subprocess
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
 
+from pytest_dgxspark.outcome import TargetError
 from pytest_dgxspark.targets_conn.cluster import Cluster, ClusterUnreachable, transient, with_retries
 from pytest_dgxspark.targets_conn.ssh import HostTarget, HostUnreachable, timed_out
 
@@ -36,10 +38,26 @@ class Connections:
         }
         self._cluster: Cluster | None = None
         self._management: Cluster | None = None
+        self._opened = False
 
     def host(self, spec: Any) -> HostTarget:
         """The HostTarget of an inventory host."""
         return self.hosts[spec.name]
+
+    def open_all(self) -> None:
+        """Open every host's SSH master at once (16 hosts cost one connect time, not sixteen); once per run."""
+        if self._opened:
+            return
+        self._opened = True
+
+        def open_one(target: HostTarget) -> None:
+            try:
+                target.connect()
+            except TargetError:
+                pass  # marked unreachable: each check of this host reports it as an error
+
+        with ThreadPoolExecutor(max_workers=min(16, max(1, len(self.hosts)))) as pool:
+            list(pool.map(open_one, self.hosts.values()))
 
     @property
     def cluster(self) -> Cluster:

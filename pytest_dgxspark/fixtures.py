@@ -102,12 +102,14 @@ def connections(request: pytest.FixtureRequest, targets: Any) -> Iterator[Connec
 def host_target(request: pytest.FixtureRequest, connections: Connections, targets: Any) -> HostTarget:
     """One inventory host (parametrized per host), connected; an unreachable host is an error, not a hang."""
     spec = targets.host(request.param)
+    connections.open_all()
     return connections.host(spec).connect()
 
 
 @pytest.fixture(scope="session")
 def hosts(connections: Connections, targets: Any) -> list[HostTarget]:
     """Every inventory host, connected (one SSH master connection per host per run)."""
+    connections.open_all()
     return [connections.host(spec).connect() for spec in targets.hosts]
 
 
