@@ -203,6 +203,14 @@ def cni(ctx: Context, world: World) -> None:
         world.add({"apiVersion": "helm.cattle.io/v1", "kind": "HelmChartConfig",
                    "metadata": meta("rke2-cilium", "kube-system", ctx.created - 60, generation=1),
                    "spec": {"valuesContent": yaml.safe_dump(values, sort_keys=False).rstrip()}})
+    # the agent's effective configuration, rendered by the chart (cluster.cilium_effective overrides keys: drift)
+    effective = {"enable-hubble": str(hubble).lower(),
+                 "kube-proxy-replacement": str(values["kubeProxyReplacement"]).lower(),
+                 "enable-wireguard": str(values["encryption"]["enabled"]).lower(),
+                 "cluster-name": "default", "ipam": "kubernetes", "routing-mode": "tunnel", "tunnel-protocol": "vxlan",
+                 **{k: str(v) for k, v in (ctx.scenario.cluster.get("cilium_effective") or {}).items()}}
+    world.add({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta("cilium-config", "kube-system", ctx.created - 50),
+               "data": effective})
     image = "rancher/mirrored-cilium-cilium:v1.18.2"
     workload(ctx, world, "DaemonSet", "kube-system", "cilium", {"k8s-app": "cilium", "app.kubernetes.io/name": "cilium-agent"},
              ["config", "mount-cgroup", "apply-sysctl-overwrites", "mount-bpf-fs", "clean-cilium-state", "install-cni-binaries"],

@@ -37,6 +37,27 @@ def test_rke2_cilium_values_match_site_vars(cluster: Any, site: Any, evidence: A
     assert differ == {}, f"{cluster.where}: HelmChartConfig rke2-cilium differs from {site.root}/rke2/vars.yml rke2_cilium: {differ}"
 
 
+# kube-system/cilium-config keys of the running agent; kube-proxy-replacement was strict/partial/disabled before 1.14
+_EFFECTIVE = {"hubble_enabled": "enable-hubble", "kube_proxy_replacement": "kube-proxy-replacement",
+              "wireguard_enabled": "enable-wireguard"}
+_TRUE = {"true", "strict"}
+
+
+@pytest.mark.rule("ADR-0001.cilium-settings")
+def test_running_cilium_config_matches_site_vars(cluster: Any, site: Any, evidence: Any) -> None:
+    maps = [c for c in cluster.list("configmaps", namespace="kube-system") if c["metadata"]["name"] == "cilium-config"]
+    assert maps, f"{cluster.where}: no ConfigMap kube-system/cilium-config: the Cilium agent has no effective configuration"
+    data = maps[0].get("data") or {}
+    wanted = site.vars.get("rke2_cilium") or {}
+    live = {key: str(data.get(name, "false")).strip().lower() in _TRUE for key, name in _EFFECTIVE.items()}
+    evidence.record("cilium-config (effective)", {name: data.get(name) for name in _EFFECTIVE.values()})
+    differ = {k: {"vars": bool(wanted.get(k, False)), "running": v} for k, v in live.items() if v != bool(wanted.get(k, False))}
+    assert differ == {}, (
+        f"{cluster.where}: the running Cilium (kube-system/cilium-config) differs from {site.root}/rke2/vars.yml "
+        f"rke2_cilium: {differ}; a setting changed outside the HelmChartConfig, or the HelmChartConfig did not apply"
+    )
+
+
 @pytest.mark.rule("ADR-0001.cilium-settings")
 def test_kube_proxy_runs_only_when_not_replaced(cluster: Any, site: Any, evidence: Any) -> None:
     disabled = bool(site.vars.get("rke2_disable_kube_proxy", False))
