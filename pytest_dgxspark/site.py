@@ -78,7 +78,9 @@ class Site:
     @property
     def helm_values(self) -> dict[str, Any]:
         """The HelmChart's valuesContent as a mapping ({} when empty)."""
-        return yaml.safe_load(self.helmchart.get("spec", {}).get("valuesContent") or "") or {}
+        from pytest_dgxspark.parsing import helm_values
+
+        return helm_values(self.helmchart)
 
 
 def _schema_problems(data: Any, schema: dict, path: Path) -> list[str]:

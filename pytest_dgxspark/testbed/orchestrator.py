@@ -37,16 +37,15 @@ def default_site() -> Path:
 
 
 def load_site(site: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(vars of rke2/vars.yml, the GPU Operator HelmChart) of a site directory."""
-    vars_path, chart_path = site / "rke2" / "vars.yml", site / "rke2" / "gpu-operator.helmchart.yaml"
+    """(vars of rke2/vars.yml, the GPU Operator HelmChart) of a site directory, validated like any site."""
+    from pytest_dgxspark.site import SiteError
+    from pytest_dgxspark.site import load_site as load_validated
+
     try:
-        site_vars = yaml.safe_load(vars_path.read_text()) or {}
-        chart = yaml.safe_load(chart_path.read_text()) if chart_path.is_file() else {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise TestbedError(f"site {site}: cannot read {vars_path.name} / {chart_path.name}: {exc}") from exc
-    if not isinstance(site_vars, dict) or "rke2_context_name" not in site_vars:
-        raise TestbedError(f"{vars_path}: rke2_context_name must be set (the workload cluster's kubeconfig context)")
-    return site_vars, chart or {}
+        loaded = load_validated(Path(site))
+    except SiteError as exc:
+        raise TestbedError(f"site {site}: {exc}") from exc
+    return dict(loaded.vars), dict(loaded.helmchart)
 
 
 class Testbed:
