@@ -139,6 +139,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         report.dgxspark_target_error = True
         report.dgxspark_message = str(call.excinfo.value)
         report.dgxspark_target = getattr(call.excinfo.value, "target", None)
+    elif report.failed and report.when == "setup" and call.excinfo is not None \
+            and call.excinfo.errisinstance(pytest.fail.Exception) and "from pytest-timeout" not in str(call.excinfo.value):
+        report.dgxspark_judged = True  # a fixture's own pytest.fail is a judgement (e.g. no Node for the host)
     elif report.failed and call.excinfo is not None and "from pytest-timeout" in str(call.excinfo.value):
         report.dgxspark_target_error = True
         report.dgxspark_message = f"the check hung: {call.excinfo.value} (the target did not answer)"

@@ -138,7 +138,8 @@ def record_from_reports(item: pytest.Item, phases: dict[str, Any]) -> TestRecord
         if report.failed:
             target = getattr(report, "dgxspark_target", None)
             is_target = getattr(report, "dgxspark_target_error", False)
-            outcome = "error" if report.when == "setup" or is_target else "failed"
+            judged = getattr(report, "dgxspark_judged", False)
+            outcome = "error" if (report.when == "setup" and not judged) or is_target else "failed"
             message = _failure_message(report)
             break
     else:

@@ -264,3 +264,14 @@ def test_failure_messages_are_redacted_before_they_reach_results(pytester, suite
     for name in ("results.json", "junit.xml", "report.html", "summary.html"):
         text = (pytester.path / "out" / "latest" / name).read_text()
         assert "s3cr3tpassw0rd" not in text, name
+
+
+def test_a_fixture_that_judges_fails_the_rule_while_a_broken_fixture_is_an_error(pytester, suite):
+    suite("rke2", "@pytest.fixture\ndef node():\n    pytest.fail('no Node named gpu-01: the host never registered')\n\n"
+                  "@pytest.fixture\ndef broken():\n    raise RuntimeError('bug in a fixture')\n\n"
+                  "@pytest.mark.rule('ADR-0001.node-ready')\ndef test_ready(node):\n    pass\n\n"
+                  "@pytest.mark.rule('ADR-0001.kubeconfig-context')\ndef test_ctx(broken):\n    pass\n")
+    pytester.runpytest(*SITE_ARGS)
+    st = statuses(results(pytester))
+    assert st["ADR-0001.node-ready"] == "failed"
+    assert st["ADR-0001.kubeconfig-context"] == "error"
