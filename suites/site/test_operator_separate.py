@@ -61,15 +61,21 @@ def _playbook_closure(repo: Path, playbook: Path) -> list[Path]:
     return seen
 
 
-@pytest.mark.rule("ADR-0002.operator-separate")
-def test_rke2_install_targets_never_deploy_gpu_operator(site: Any, evidence: Any) -> None:
-    repo = _repo_root(site)
-    makefiles = _makefiles(repo)
+def _make_rules(makefiles: list[Path]) -> dict[str, tuple[list[str], list[str]]]:
+    """Every Make rule of the repo's Makefile and included fragments; a target's prerequisites and recipe lines add up."""
     rules: dict[str, tuple[list[str], list[str]]] = {}
     for makefile in makefiles:
         for target, (prereqs, recipe) in parse_make_rules(makefile.read_text(errors="replace")).items():
             old = rules.get(target, ([], []))
             rules[target] = (old[0] + prereqs, old[1] + recipe)
+    return rules
+
+
+@pytest.mark.rule("ADR-0002.operator-separate")
+def test_rke2_install_targets_never_deploy_gpu_operator(site: Any, evidence: Any) -> None:
+    repo = _repo_root(site)
+    makefiles = _makefiles(repo)
+    rules = _make_rules(makefiles)
     problems: list[str] = []
     scanned: dict[str, list[str]] = {}
     for target in INSTALL_TARGETS:
@@ -104,9 +110,7 @@ def test_rke2_install_targets_never_deploy_gpu_operator(site: Any, evidence: Any
 def test_gpu_operator_has_its_own_apply_target(site: Any, evidence: Any) -> None:
     repo = _repo_root(site)
     makefiles = _makefiles(repo)
-    rules: dict[str, tuple[list[str], list[str]]] = {}
-    for makefile in makefiles:
-        rules.update(parse_make_rules(makefile.read_text(errors="replace")))
+    rules = _make_rules(makefiles)
     recipe = make_recipe_closure(rules, OPERATOR_TARGET) if OPERATOR_TARGET in rules else None
     evidence.record(OPERATOR_TARGET, recipe)
     assert recipe is not None, (
