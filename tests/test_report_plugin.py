@@ -50,7 +50,7 @@ def test_a_run_writes_every_file_of_the_bundle(pytester: pytest.Pytester, suite)
     assert doc["drift"] is None
     summary = (run_dir / "summary.html").read_text(encoding="utf-8")
     assert "Kim &lt;Vendor&gt;" in summary and "Kim <Vendor>" not in summary
-    assert summary.count('<tr class="rule" ') == 30
+    assert summary.count('<tr class="rule-row" ') == 30
 
 
 def test_report_html_has_sortable_rule_layer_and_severity_columns_and_the_evidence(pytester: pytest.Pytester, suite) -> None:

@@ -1,4 +1,4 @@
-"""summary.html: content, escaping, languages, times; rendered and printed by a real headless Chromium."""
+"""summary.html: first page, compact matrix, detail, provenance, statuses, escaping, languages; printed by Chromium."""
 from __future__ import annotations
 
 import re
@@ -9,43 +9,159 @@ from pathlib import Path
 import pytest
 
 from pytest_dgxspark.report.example import RULE_LAYERS, example_results
+from pytest_dgxspark.report.pdf import chromium, print_pdf
 from pytest_dgxspark.report.summary import LAYERS, SummaryError, render_summary
+from pytest_dgxspark.rules import load_catalog
 
 RULE_IDS = [rule for ids in RULE_LAYERS.values() for rule in ids]
 FAULT = {"ADR-0002.host-nvml": "failed", "ADR-0002.allocatable": "blocked"}
+KO_NVML = "호스트에서 libnvidia-ml.so.1을 확인하고 드라이버를 다시 설치하십시오."
 
 
 def _section(html: str, name: str) -> str:
     return html.split(f'<section id="{name}"')[1].split("</section>")[0]
 
 
-def test_the_summary_has_banner_run_ladder_matrix_provenance_waivers_manual_checks_and_sign_off() -> None:
-    html = render_summary(example_results(statuses=FAULT), "both")
-    banner = _section(html, "verdict")
-    assert '<div class="word" id="verdict-word">REJECTED · 불합격</div>' in banner
-    assert "SIMULATED" in banner and "(healthy)" in banner
+def _first_page(html: str) -> str:
+    return html.split('<div class="page1">')[1].split('<section id="matrix">')[0]
+
+
+def _faulty() -> dict:
+    results = example_results(statuses={**FAULT, "ADR-0002.image-mirror": "waived"})
+    nvml = next(r for r in results["rules"] if r["id"] == "ADR-0002.host-nvml")
+    nvml["remediation_ko"] = KO_NVML
+    nvml["tests"][0]["message"] = "nvidia-smi exited 9: NVML could not be initialised"
+    mirror = next(r for r in results["rules"] if r["id"] == "ADR-0002.image-mirror")
+    mirror["waiver"] = results["waivers"][0]
+    return results
+
+
+def test_the_first_page_holds_verdict_run_ladder_root_causes_and_sign_off_in_that_order() -> None:
+    html = render_summary(_faulty(), "both")
+    first = _first_page(html)
+    assert re.findall(r'<section id="([a-z-]+)"', first) == ["verdict", "run", "ladder", "root-causes", "signoff"]
+    assert '<div class="word" id="verdict-word">REJECTED · 불합격</div>' in first
+    assert "SIMULATED" in _section(html, "verdict") and "(healthy)" in _section(html, "verdict")
     assert '<div class="watermark" aria-hidden="true">SIMULATED</div>' in html
     run = _section(html, "run")
     assert "2026-01-05 01:02:03 UTC<br>2026-01-05 10:02:03 KST (Asia/Seoul)" in run
     assert "2026-01-05 01:04:09 UTC<br>2026-01-05 10:04:09 KST (Asia/Seoul)" in run
-    assert "20260105T010203Z-0a1b" in run and "gpu-01" in run
+    assert "20260105T010203Z-0a1b" in run and "gpu-01" in run and "tirosh-home" in run
     ladder = _section(html, "ladder")
     assert re.findall(r'data-layer="([a-z0-9-]+)"', ladder) == list(LAYERS)
     assert '<tr class="layer lowest" id="layer-host"' in ladder
-    assert "Fix the host layer first; do not reinstall RKE2." in ladder
-    matrix = _section(html, "matrix")
-    assert re.findall(r'<tr class="rule" id="rule-([^"]+)"', matrix) == RULE_IDS
-    assert 'data-rule="ADR-0002.host-nvml" data-status="failed"' in matrix
-    assert '<a href="evidence/host-host_nvml.json">' in matrix
-    assert "ADR-0002 §5-3" in matrix and "host 계층의 규칙 host_nvml이(가) 충족된다." in matrix
-    provenance = _section(html, "provenance")
-    assert "580.95.05" in provenance and "NVIDIA 드라이버 / NVIDIA driver" in provenance and "v26.3.2" in provenance
-    assert "HOSP-42" in _section(html, "waivers")
-    assert "UPS 연결 확인" in _section(html, "manual-checks") and "Park IT" in _section(html, "manual-checks")
-    signoff = _section(html, "signoff")
-    for role in ("Vendor engineer", "Hospital IT", "Security officer"):
-        assert role in signoff
+    assert '<td class="count">3/4</td>' in ladder  # host: host-nvml failed
+    for role in ("Vendor engineer", "Hospital IT", "Security officer", "공급사 엔지니어"):
+        assert role in _section(html, "signoff")
     assert "<script" not in html.lower() and "javascript:" not in html.lower()
+
+
+def test_a_root_cause_shows_what_was_observed_and_its_remediation_in_korean_and_english() -> None:
+    causes = _section(render_summary(_faulty(), "both"), "root-causes")
+    assert re.findall(r'<div class="cause" id="cause-([^"]+)"', causes) == ["ADR-0002.host-nvml"]
+    assert 'id="lowest-broken-layer">host</span>' in causes
+    assert "nvidia-smi exited 9: NVML could not be initialised" in causes
+    assert f'<div class="rem" lang="ko"><span class="lbl">조치</span> {KO_NVML}</div>' in causes
+    assert ('<div class="rem" lang="en"><span class="lbl">Remediation</span> '
+            "Fix the host layer first; do not reinstall RKE2.</div>") in causes
+    english = _section(render_summary(_faulty(), "en"), "root-causes")
+    assert KO_NVML not in english and "Fix the host layer first" in english
+
+
+def test_without_a_korean_remediation_the_summary_says_so_and_shows_the_english_one() -> None:
+    results = _faulty()
+    del next(r for r in results["rules"] if r["id"] == "ADR-0002.host-nvml")["remediation_ko"]
+    korean = _section(render_summary(results, "ko"), "root-causes")
+    assert ('<span class="msg">(한국어 조치 문구 없음)</span> '
+            '<span lang="en">Fix the host layer first; do not reinstall RKE2.</span>') in korean
+
+
+_CATALOG = load_catalog()
+_KO_LANDED = all(getattr(rule, "remediation_ko", "") for rule in _CATALOG)
+
+
+@pytest.mark.xfail(not _KO_LANDED, reason="the catalog's remediation_ko lands with issue 12 (rootcause helper)")
+def test_every_catalog_rule_has_a_korean_remediation_and_the_summary_shows_it() -> None:
+    results = example_results(statuses={rule.id: "failed" for rule in _CATALOG})
+    by_id = {rule.id: rule for rule in _CATALOG}
+    for entry in results["rules"]:
+        entry["remediation_ko"] = by_id[entry["id"]].remediation_ko
+    results["root_causes"] = [rule.id for rule in _CATALOG]
+    causes = _section(render_summary(results, "ko"), "root-causes")
+    for rule in _CATALOG:
+        assert rule.remediation_ko.strip() and re.search("[가-힣]", rule.remediation_ko), rule.id
+    assert "한국어 조치 문구 없음" not in causes
+
+
+def test_a_healthy_run_names_no_root_cause() -> None:
+    causes = _section(render_summary(example_results(simulated=False), "en"), "root-causes")
+    assert '<p id="no-root-causes"><span lang="en">No root causes: every judged rule passed or is waived</span></p>' in causes
+
+
+def test_the_matrix_is_a_line_per_rule_with_failures_then_blocked_then_waivers_first() -> None:
+    matrix = _section(render_summary(_faulty(), "both"), "matrix")
+    order = re.findall(r'<tr class="rule-row" id="rule-([^"]+)"', matrix)
+    rest = [r for r in RULE_IDS if r not in ("ADR-0002.host-nvml", "ADR-0002.allocatable", "ADR-0002.image-mirror")]
+    assert order == ["ADR-0002.host-nvml", "ADR-0002.allocatable", "ADR-0002.image-mirror", *rest]
+    row = matrix.split('id="rule-ADR-0002.host-nvml"')[1].split("</tr>")[0]
+    assert 'data-status="failed"' in row and "ADR-0002 §5-3" in row
+    assert '<td class="n">0/1</td>' in row and '<a href="evidence/host-host_nvml.json">1</a>' in row
+    assert "HOSP-42" in matrix.split('id="rule-ADR-0002.image-mirror"')[1].split("</tr>")[0]
+    assert "충족된다" not in matrix  # the Korean sentences live in the detail section
+
+
+def test_the_detail_section_holds_the_korean_sentences_and_the_test_ids_grouped_by_check() -> None:
+    html = render_summary(example_results(nodes=3, statuses=FAULT), "both")
+    assert html.index('<section id="detail">') > html.index('<section id="matrix">')
+    detail = _section(html, "detail")
+    assert re.findall(r'<div class="rule" id="detail-([^"]+)"', detail)[:2] == ["ADR-0002.host-nvml", "ADR-0002.allocatable"]
+    nvml = detail.split('id="detail-ADR-0002.host-nvml"')[1].split('<div class="rule"')[0]
+    assert "“host 계층의 규칙 host_nvml이(가) 충족된다.”" in nvml and "host rule host_nvml holds" in nvml
+    assert '<span class="mono">suites/host/test_host.py::test_host_nvml</span>' in nvml
+    assert '<span class="status chip s-failed">0/3 <span lang="ko">실패</span>' in nvml
+    links = re.findall(r'<a class="m mono" href="(evidence/[^"]+)">(gpu-0\d)</a>', nvml)
+    assert links == [(f"evidence/host-host_nvml-gpu-0{n}.json", f"gpu-0{n}") for n in (1, 2, 3)]
+    assert nvml.count('<div class="fail">') == 3 and "ADR-0002.host-nvml did not hold" in nvml
+    assert "Fix the host layer first" in nvml  # a broken rule's remediation in its detail
+
+
+def test_per_node_provenance_is_one_table_with_what_every_node_shares_above_it() -> None:
+    provenance = _section(render_summary(example_results(nodes=16), "en"), "provenance")
+    assert provenance.count("<table") == 2  # the cluster, then the nodes
+    assert re.findall(r'<tr id="node-(gpu-\d\d)">', provenance) == [f"gpu-{n:02d}" for n in range(1, 17)]
+    assert '<span lang="en">Same on every node</span> (16):' in provenance and 'NVIDIA driver <span class="mono">580.95.05</span>' in provenance
+    head = provenance.split('<table class="nodes">')[1].split("</thead>")[0]
+    assert re.findall(r"<th>(?:<span lang=\"en\">)?([^<]+)", head) == ["Nodes", "Address"]
+    assert "<td>10.20.0.26</td>" in provenance.split('id="node-gpu-16"')[1].split("</tr>")[0]
+    single = _section(render_summary(example_results(), "en"), "provenance")
+    assert "Same on every node" not in single and "<td>580.95.05</td>" in single
+
+
+def test_any_status_string_renders_with_a_label_and_a_safe_class() -> None:
+    results = example_results(statuses={"ADR-0001.hardening-baseline": "recorded",
+                                        "ADR-0001.argocd-registered": "not-selected",
+                                        "ADR-0001.cni-cilium": "Some <new> status"})
+    results["counts"] = {"passed": 27, "recorded": 1, "not-selected": 1, "Some <new> status": 1}
+    html = render_summary(results, "both")
+    matrix = _section(html, "matrix")
+    assert '<td class="st status s-recorded"><span lang="ko">기록됨 (정보)</span>' in matrix
+    assert '<td class="st status s-not-selected"><span lang="ko">선택 안 됨</span>' in matrix
+    assert '<td class="st status s-some--new--status">Some &lt;new&gt; status' in matrix
+    assert '<span lang="en">not selected</span>: 1</span>' in _section(html, "run")
+
+
+def test_the_scope_and_leftover_namespaces_are_shown_when_results_carry_them() -> None:
+    results = example_results()
+    results["scope"] = {"label": "GPU chain", "markexpr": "gpu"}
+    results["leftover_namespaces"] = [{"name": "dgxspark-cuda-20260101T000000Z-aaaa", "run_id": "20260101T000000Z-aaaa",
+                                       "removed": False}]
+    html = render_summary(results, "en")
+    assert '<div class="scope" id="scope"><span lang="en">Scope</span>: GPU chain</div>' in _section(html, "verdict")
+    leftovers = _section(html, "leftovers")
+    assert re.findall(r"<th>([^<]+)</th>", leftovers) == ["name", "run_id", "removed"]
+    assert '<td class="mono">dgxspark-cuda-20260101T000000Z-aaaa</td>' in leftovers and "<td class=\"mono\">false</td>" in leftovers
+    plain = render_summary(example_results(), "en")
+    assert 'id="leftovers"' not in plain and 'id="scope"' not in plain and "all rules" in _section(plain, "run")
 
 
 def test_every_value_is_escaped_and_only_evidence_paths_become_links() -> None:
@@ -66,7 +182,7 @@ def test_one_language_shows_only_its_labels() -> None:
     assert "Traceability matrix" in english and "추적성 매트릭스" not in english
     assert "추적성 매트릭스" in korean and "Traceability matrix" not in korean
     assert '<html lang="en">' in english and '<html lang="ko">' in korean
-    assert "passed holds" not in korean and "site rule site_layout holds" in english
+    assert "site rule site_layout holds" not in korean and "site rule site_layout holds" in english
     both = render_summary(results, "both")
     assert "추적성 매트릭스" in both and "Traceability matrix" in both
 
@@ -86,46 +202,65 @@ def test_rendering_is_deterministic_and_refuses_incomplete_results() -> None:
         render_summary(results, "fr")
 
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+needs_chromium = pytest.mark.skipif(chromium() is None or shutil.which("pdfinfo") is None,
+                                    reason="needs chromium and poppler-utils (Debian: apt-get install chromium poppler-utils)")
 
 
-def _chromium(profile: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    command = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-               "--disable-background-networking", "--disable-component-update", "--disable-sync",
-               f"--user-data-dir={profile}", *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=90, check=False)
-
-
-@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (Debian: apt-get install -y chromium)")
-def test_chromium_renders_the_verdict_ladder_and_all_30_rules_and_prints_them_to_a4_pdf(tmp_path: Path) -> None:
+def _print(tmp_path: Path, results: dict, lang: str = "both") -> Path:
     page = tmp_path / "summary.html"
-    page.write_text(render_summary(example_results(statuses=FAULT), "both"), encoding="utf-8")
-    url = page.as_uri()
+    page.write_text(render_summary(results, lang), encoding="utf-8")
+    return print_pdf(page, tmp_path / "summary.pdf")
 
-    dom = _chromium(tmp_path / "p1", "--dump-dom", url)
-    assert dom.returncode == 0, dom.stderr[-2000:]
-    assert '<div class="word" id="verdict-word">REJECTED · 불합격</div>' in dom.stdout
-    assert re.findall(r'data-layer="([a-z0-9-]+)"', dom.stdout) == list(LAYERS)
-    assert re.findall(r'<tr class="rule" id="rule-([^"]+)"', dom.stdout) == RULE_IDS
 
-    shot = tmp_path / "summary.png"
-    done = _chromium(tmp_path / "p2", "--window-size=1000,1400", f"--screenshot={shot}", url)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
+def pdf_pages(pdf: Path) -> int:
+    """Pages of a PDF as pdfinfo counts them."""
+    info = subprocess.run(["pdfinfo", str(pdf)], capture_output=True, text=True, check=True).stdout
+    return int(re.search(r"^Pages:\s+(\d+)$", info, re.M).group(1))
 
-    pdf = tmp_path / "summary.pdf"
-    done = _chromium(tmp_path / "p3", "--no-pdf-header-footer", f"--print-to-pdf={pdf}", url)
-    assert done.returncode == 0, done.stderr[-2000:]
-    data = pdf.read_bytes()
-    assert data.startswith(b"%PDF")
-    pages = len(re.findall(rb"/Type\s*/Page[^s]", data))
-    assert pages >= 3, pages
-    boxes = {tuple(round(float(v)) for v in box.split()) for box in re.findall(rb"/MediaBox \[([0-9. ]+)\]", data)}
+
+def pdf_text(pdf: Path, *pages: int) -> str:
+    """The PDF's text (pdftotext), of the given first and last page when given."""
+    span = ["-f", str(pages[0]), "-l", str(pages[-1])] if pages else []
+    return subprocess.run(["pdftotext", *span, str(pdf), "-"], capture_output=True, text=True, check=True).stdout
+
+
+@needs_chromium
+def test_a_healthy_one_node_run_prints_on_at_most_four_a4_pages(tmp_path: Path) -> None:
+    pdf = _print(tmp_path, example_results(simulated=False))
+    assert 1 < pdf_pages(pdf) <= 4
+    boxes = {tuple(round(float(v)) for v in box.split())
+             for box in re.findall(rb"/MediaBox \[([0-9. ]+)\]", pdf.read_bytes())}
     assert boxes == {(0, 0, 595, 842)}, boxes  # every page A4 (210 x 297 mm in points)
-    if shutil.which("pdftotext") is None:
-        pytest.skip("pdftotext (poppler-utils) is not installed: PDF text not checked")
-    text = subprocess.run(["pdftotext", str(pdf), "-"], capture_output=True, text=True, check=True).stdout
-    flat = re.sub(r"\s+", "", text)
-    missing = [rule for rule in RULE_IDS if flat.count(rule) < 2]  # once in the ladder, once in the matrix
-    assert missing == []
-    assert "REJECTED" in text and "Sign-off" in text
+
+
+@needs_chromium
+def test_a_healthy_sixteen_node_run_prints_on_at_most_eight_a4_pages(tmp_path: Path) -> None:
+    pdf = _print(tmp_path, example_results(simulated=False, nodes=16))
+    assert 1 < pdf_pages(pdf) <= 8
+    text = pdf_text(pdf)
+    assert "gpu-16" in text and "10.20.0.26" in text
+
+
+@needs_chromium
+def test_the_printed_first_page_holds_verdict_site_nodes_run_ladder_root_cause_remediation_and_sign_off(
+    tmp_path: Path,
+) -> None:
+    pdf = _print(tmp_path, _faulty())
+    first = pdf_text(pdf, 1)
+    flat = re.sub(r"\s+", " ", first)
+    for expected in ("REJECTED · 불합격", "SIMULATED", "tirosh-home", "gpu-01", "20260105T010203Z-0a1b",
+                     "2026-01-05 10:02:03 KST", "Layer ladder", *LAYERS, "ADR-0002.host-nvml",
+                     "NVML could not be initialised", KO_NVML, "Fix the host layer first; do not reinstall RKE2.",
+                     "Sign-off", "Vendor engineer", "Hospital IT", "Security officer"):
+        assert expected in flat, expected
+    assert "Traceability matrix" not in flat  # the matrix starts on page 2
+
+
+@needs_chromium
+def test_the_printed_pdf_holds_every_rule_in_matrix_and_detail_and_the_korean_sentences(tmp_path: Path) -> None:
+    pdf = _print(tmp_path, _faulty())
+    flat = re.sub(r"\s+", "", pdf_text(pdf))
+    assert [rule for rule in RULE_IDS if flat.count(rule) < 2] == []  # in the matrix and in the detail
+    assert "host계층의규칙host_nvml이(가)충족된다." in flat
+    assert "suites/host/test_host.py::test_host_nvml" in flat
+    assert "Traceabilitymatrix" in flat and "Provenance(pernode)" in flat

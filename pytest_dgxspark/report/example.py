@@ -34,9 +34,35 @@ PROVENANCE: dict[str, Any] = {
 }
 
 
+# Layers whose checks run once per node (the suites parametrize them by host name).
+PER_NODE_LAYERS = frozenset({"host", "rke2", "runtime", "allocatable"})
+
+
+def _tests(layer: str, name: str, rule_id: str, index: int, outcome: str, nodes: int) -> list[dict[str, Any]]:
+    nodeid = f"suites/{layer}/test_{layer.replace('-', '_')}.py::test_{name}"
+    params = [f"gpu-{n:02d}" for n in range(1, nodes + 1)] if nodes > 1 and layer in PER_NODE_LAYERS else [None]
+    return [{"nodeid": nodeid if param is None else f"{nodeid}[{param}]",
+             "outcome": outcome, "duration": 0.01 * (index + 1),
+             "message": "" if outcome == "passed" else f"{rule_id} did not hold",
+             "evidence": f"evidence/{layer}-{name}{'' if param is None else '-' + param}.json"}
+            for param in params]
+
+
+def node_provenance(nodes: int) -> dict[str, Any]:
+    """PROVENANCE with nodes gpu-01..gpu-NN (each its own address), as a 16-node site reports it."""
+    provenance = copy.deepcopy(PROVENANCE)
+    if nodes > 1:
+        base = provenance["nodes"]["gpu-01"]
+        provenance["nodes"] = {f"gpu-{n:02d}": {**base, "address": f"10.20.0.{10 + n}"} for n in range(1, nodes + 1)}
+    return provenance
+
+
 def example_results(*, simulated: bool = True, run_id: str = "20260105T010203Z-0a1b", lang: str = "both",
-                    statuses: dict[str, str] | None = None) -> dict[str, Any]:
-    """A results dict with every rule passed (or the given statuses), layers, provenance, waiver and manual check."""
+                    statuses: dict[str, str] | None = None, nodes: int = 1) -> dict[str, Any]:
+    """A results dict with every rule passed (or the given statuses), layers, provenance, waiver and manual check.
+
+    With nodes > 1 the per-node checks run once per node (`[gpu-NN]` node ids), as on a multi-node site.
+    """
     statuses = statuses or {}
     rules = []
     for layer, ids in RULE_LAYERS.items():
@@ -52,10 +78,7 @@ def example_results(*, simulated: bool = True, run_id: str = "20260105T010203Z-0
                 "severity": "critical", "depends_on": [],
                 "remediation": f"Fix the {layer} layer first; do not reinstall RKE2.",
                 "status": status, "blocked_by": [], "waiver": None,
-                "tests": [{"nodeid": f"suites/{layer}/test_{layer.replace('-', '_')}.py::test_{name}",
-                           "outcome": outcome, "duration": 0.01 * (index + 1),
-                           "message": "" if outcome == "passed" else f"{rule_id} did not hold",
-                           "evidence": f"evidence/{layer}-{name}.json"}],
+                "tests": _tests(layer, name, rule_id, index, outcome, nodes),
             })
     counts: dict[str, int] = {}
     for rule in rules:
@@ -76,7 +99,7 @@ def example_results(*, simulated: bool = True, run_id: str = "20260105T010203Z-0
                    for layer, ids in RULE_LAYERS.items()],
         "rules": rules,
         "counts": counts,
-        "provenance": copy.deepcopy(PROVENANCE),
+        "provenance": node_provenance(nodes),
         "waivers": [{"rule": "ADR-0002.image-mirror", "reason": "site is not air-gapped", "approver": "Lee Security",
                      "role": "security officer", "ticket": "HOSP-42", "expires": "2026-12-31", "expired": False}],
         "manual_checks": [{"id": "ups", "title_ko": "UPS 연결 확인", "title_en": "UPS connected",

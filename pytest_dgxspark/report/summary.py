@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import re
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -10,12 +9,10 @@ from zoneinfo import ZoneInfo
 
 import jinja2
 
-from pytest_dgxspark.report import facts, messages
+from pytest_dgxspark.report import facts, matrix, messages
+from pytest_dgxspark.report.matrix import LAYERS
 
-LAYERS = ("site", "host", "rke2", "runtime", "network", "gpu-operator", "device-plugin", "allocatable",
-          "workload", "gitops")
 SEOUL = ZoneInfo("Asia/Seoul")
-_EVIDENCE = re.compile(r"^evidence/[A-Za-z0-9][A-Za-z0-9._\-]*\.json$")
 _TEMPLATES = Path(__file__).parent / "templates"
 
 
@@ -49,11 +46,11 @@ def _scalar(value: Any) -> str:
 
 
 def _provenance_rows(values: dict[str, Any], lang: str) -> list[dict[str, str]]:
-    return [
-        {"key": k, "label": messages.text(f"prov.{k}", lang) if messages.has(f"prov.{k}") else k,
-         "value": _scalar(v)}
-        for k, v in facts.ordered_items(values)
-    ]
+    return [{"key": k, "label": _label(k, lang), "value": _scalar(v)} for k, v in facts.ordered_items(values)]
+
+
+def _label(key: str, lang: str) -> str:
+    return messages.text(f"prov.{key}", lang) if messages.has(f"prov.{key}") else key
 
 
 def _layer_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
@@ -66,31 +63,69 @@ def _layer_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
     for step, name in enumerate(names):
         layer = given.get(name, {})
         rules = [r for r in results["rules"] if r.get("layer") == name]
-        status = layer.get("status") or ("untested" if not rules else None)
-        causes = [r for r in rules if r.get("id") in (results.get("root_causes") or [])]
-        if name == lowest and not causes:
-            causes = [r for r in rules if r.get("status") in ("failed", "error")]
-        rows.append({"step": step, "name": name, "status": status or "—", "lowest": name == lowest,
-                     "rules": rules, "causes": causes if name == lowest else []})
+        status = layer.get("status") or ("untested" if not rules else "—")
+        rows.append({
+            "step": step, "name": name, "status": str(status), "css": matrix.css_status(status),
+            "lowest": name == lowest, "total": len(rules),
+            "passed": sum(1 for r in rules if r.get("status") == "passed"),
+            "others": [{"id": r.get("id"), "status": str(r.get("status")), "css": matrix.css_status(r.get("status"))}
+                       for r in rules if r.get("status") != "passed"],
+        })
     return rows
 
 
-def _matrix(results: dict[str, Any]) -> list[dict[str, Any]]:
-    order = {name: index for index, name in enumerate(LAYERS)}
-    rules = sorted(results["rules"], key=lambda r: order.get(r.get("layer"), len(LAYERS)))
-    rows = []
-    for rule in rules:
-        tests = []
-        for test in rule.get("tests") or []:
-            evidence = test.get("evidence")
-            tests.append({**test, "evidence_href": evidence if evidence and _EVIDENCE.match(str(evidence)) else None})
-        rows.append({**rule, "tests": tests})
-    return rows
+# Spellings of one fact by the host and by the API: the second column is dropped when it says the same.
+_SYNONYMS = (("os", "os_image"), ("driver", "nvidia_driver"), ("cuda", "cuda_version"))
 
 
-def _nodes(scopes: dict[str, dict[str, Any]], lang: str) -> list[dict[str, Any]]:
-    return [{"name": name, "rows": _provenance_rows(values, lang)}
-            for name, values in sorted(scopes.items()) if name != facts.CLUSTER]
+def _node_table(scopes: dict[str, dict[str, Any]], lang: str) -> dict[str, Any]:
+    """Per-node provenance as one table: a row per node, a column per fact that differs between nodes.
+
+    With two nodes or more, a fact every node reports with the same value is shown once above the table
+    (`common`), so what differs between nodes stands out.
+    """
+    nodes = {name: values for name, values in sorted(scopes.items()) if name != facts.CLUSTER}
+    keys = [k for k, _ in facts.ordered_items({k: 1 for values in nodes.values() for k in values})]
+    for first, second in _SYNONYMS:
+        if first in keys and second in keys and all(v.get(first) == v.get(second) for v in nodes.values()):
+            keys.remove(second)
+    common = [k for k in keys if len(nodes) > 1 and len({_scalar(v.get(k)) for v in nodes.values()}) == 1]
+    columns = [k for k in keys if k not in common]
+    first = next(iter(nodes.values()), {})
+    return {
+        "common": [{"key": k, "label": _label(k, lang), "value": _scalar(first.get(k))} for k in common],
+        "columns": [{"key": k, "label": _label(k, lang)} for k in columns],
+        "rows": [{"name": name, "cells": [_scalar(values.get(k)) for k in columns]} for name, values in nodes.items()],
+    }
+
+
+def _scope(results: dict[str, Any]) -> str | None:
+    """The run's scope as one line (results.json `scope`: a string or an object), None for a whole run."""
+    scope = results.get("scope")
+    if scope is None or scope == "" or scope == {}:
+        return None
+    if isinstance(scope, dict):
+        for key in ("label", "name", "description"):
+            if scope.get(key):
+                return str(scope[key])
+        return "; ".join(f"{k}: {_scalar(v)}" for k, v in sorted(scope.items()) if v not in (None, "", []))
+    return _scalar(scope)
+
+
+def _leftovers(results: dict[str, Any]) -> dict[str, Any] | None:
+    """Namespaces earlier runs left on the cluster (results.json `leftover_namespaces`), None when not reported."""
+    items = results.get("leftover_namespaces")
+    if items is None:
+        return None
+    items = items if isinstance(items, list) else [items]
+    keys: list[str] = []
+    for item in items:
+        for key in item if isinstance(item, dict) else ("name",):
+            if key not in keys:
+                keys.append(key)
+    return {"columns": keys,
+            "rows": [[_scalar(item.get(k)) if isinstance(item, dict) else _scalar(item) for k in keys]
+                     for item in items]}
 
 
 def view(results: dict[str, Any], lang: str) -> dict[str, Any]:
@@ -103,24 +138,28 @@ def view(results: dict[str, Any], lang: str) -> dict[str, Any]:
     run = results["run"] or {}
     scopes = facts.scopes(results.get("provenance"))
     cluster = scopes[facts.CLUSTER]
+    node_table = _node_table(scopes, lang)
     return {
         "lang": lang,
         "html_lang": "en" if lang == "en" else "ko",
         "run": run,
         "verdict": str(results["verdict"]),
         "verdict_reasons": results.get("verdict_reasons") or [],
+        "scope": _scope(results),
         "started": _times(run.get("started")),
         "finished": _times(run.get("finished")),
         "counts": results.get("counts") or {},
-        "root_causes": results.get("root_causes") or [],
+        "root_causes": matrix.root_causes(results),
         "lowest": results.get("lowest_broken_layer"),
         "layers": _layer_rows(results),
-        "matrix": _matrix(results),
+        "matrix": matrix.rows(results["rules"]),
         "cluster_rows": _provenance_rows(cluster, lang),
         "cluster_name": run.get("context") or cluster.get("server") or run.get("site"),
-        "nodes": _nodes(scopes, lang),
+        "node_names": [row["name"] for row in node_table["rows"]] or list(run.get("hosts") or []),
+        "node_table": node_table,
         "waivers": results.get("waivers") or [],
         "manual_checks": results.get("manual_checks") or [],
+        "leftovers": _leftovers(results),
         "drift": results.get("drift"),
     }
 
@@ -145,6 +184,7 @@ def render_summary(results: dict[str, Any], lang: str = "both") -> str:
     env.globals["tx"] = lambda key: messages.text(key, lang)
     env.globals["st"] = lambda status: (messages.markup(f"status.{status}", lang)
                                         if messages.has(f"status.{status}") else str(status))
+    env.globals["css"] = matrix.css_status
     env.globals["scalar"] = _scalar
     env.globals["ko"] = lambda key: messages.MESSAGES[key][0]
     return env.get_template("summary.html.j2").render(**context)
