@@ -7,6 +7,8 @@ PYTHON ?= python3
 PY := $(VENV)/bin/python
 PYTEST := $(VENV)/bin/pytest
 ANSIBLE_PLAYBOOK ?= $(VENV)/bin/ansible-playbook
+# `make demo` passes --site only when SITE is given (a scenario carrying its own site keeps it); others default it.
+SITE_GIVEN := $(filter-out undefined default,$(origin SITE))
 SITE ?= tirosh-home
 SCENARIO ?= healthy
 REPORT_DIR ?= reports
@@ -41,12 +43,15 @@ $(VENV)/.installed: pyproject.toml
 setup: system-deps $(VENV)/.installed
 
 demo: setup
-	@$(PYTEST) suites --testbed $(SCENARIO) --site sites/$(SITE) --report-dir $(REPORT_DIR) -p no:cacheprovider $(PYTEST_ARGS); \
+	@before=$$(readlink $(REPORT_DIR)/latest 2>/dev/null || true); \
+	$(PYTEST) suites --testbed $(SCENARIO) $(if $(SITE_GIVEN),--site sites/$(SITE)) --report-dir $(REPORT_DIR) -p no:cacheprovider $(PYTEST_ARGS); \
 	status=$$?; \
-	if [ -f $(REPORT_DIR)/latest/results.json ]; then \
+	after=$$(readlink $(REPORT_DIR)/latest 2>/dev/null || true); \
+	if [ -n "$$after" ] && [ "$$after" != "$$before" ] && [ -f $(REPORT_DIR)/latest/results.json ]; then \
 	  echo "bundle: $$(readlink -f $(REPORT_DIR)/latest)"; \
 	  $(PY) -c "import json,sys; d=json.load(open('$(REPORT_DIR)/latest/results.json')); print('verdict:', d['verdict'], '(SIMULATED)' if d['run']['simulated'] else '', '| root causes:', ', '.join(d['root_causes']) or 'none')"; \
-	else echo "demo: no bundle was written (pytest exit $$status)"; exit $$status; fi
+	else echo "demo: this run wrote no bundle (pytest exit $$status)" >&2; [ $$status -ne 0 ] || status=3; fi; \
+	exit $$status
 
 test: setup
 	$(PYTEST) tests -q -p no:cacheprovider $(PYTEST_ARGS)

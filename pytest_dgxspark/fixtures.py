@@ -7,11 +7,10 @@ from typing import Any
 
 import pytest
 
+from pytest_dgxspark import plan
 from pytest_dgxspark.connections import Cluster, Connections, HostTarget, connections_key
 from pytest_dgxspark.evidence import Evidence, for_item
-
-DEFAULT_CUDA_TIMEOUT_S = 300
-DEFAULT_SMI_TIMEOUT_S = 30
+from pytest_dgxspark.plan import DEFAULT_CUDA_TIMEOUT_S, DEFAULT_SMI_TIMEOUT_S
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -55,27 +54,14 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("host_target", names, ids=names, indirect=True, scope="function")
 
 
-def _seconds(config: pytest.Config, name: str, default: int) -> int:
-    """--<name> (dashes), else the ini <name>, else the default; a positive whole number of seconds."""
-    value = config.getoption(name, None)
-    if value is None:
-        try:
-            value = int(config.getini(name) or default)
-        except ValueError:
-            raise pytest.UsageError(f"ini {name}: expected whole seconds, got {config.getini(name)!r}") from None
-    if value <= 0:
-        raise pytest.UsageError(f"--{name.replace('_', '-')} must be a positive number of seconds, got {value}")
-    return int(value)
-
-
 def cuda_timeout(config: pytest.Config) -> int:
-    """--dgxspark-cuda-timeout, else the ini dgxspark_cuda_timeout, else 300 seconds."""
-    return _seconds(config, "dgxspark_cuda_timeout", DEFAULT_CUDA_TIMEOUT_S)
+    """--dgxspark-cuda-timeout, else the ini dgxspark_cuda_timeout, else 300 seconds (validated in the plan)."""
+    return plan.of(config).cuda_timeout_s
 
 
 def smi_timeout(config: pytest.Config) -> int:
-    """--dgxspark-smi-timeout, else the ini dgxspark_smi_timeout, else 30 seconds."""
-    return _seconds(config, "dgxspark_smi_timeout", DEFAULT_SMI_TIMEOUT_S)
+    """--dgxspark-smi-timeout, else the ini dgxspark_smi_timeout, else 30 seconds (validated in the plan)."""
+    return plan.of(config).smi_timeout_s
 
 
 @pytest.fixture(scope="session")

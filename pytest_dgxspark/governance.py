@@ -56,6 +56,10 @@ def load_waivers(path: Path, rule_ids: Collection[str]) -> dict[str, Waiver]:
     problems = []
     for index, entry in enumerate(data["waivers"]):
         where = f"{path}: waivers.{index}.rule"
+        blank = [k for k in ("reason", "approver", "role", "ticket") if not entry[k].strip()]
+        if blank:
+            problems.extend(f"{path}: waivers.{index}.{k}: blank; expected who/what, in words" for k in blank)
+            continue
         if entry["rule"] not in rule_ids:
             problems.append(f"{where}: {entry['rule']!r} is not a rule id of the catalog (see pytest --dgxspark-rules)")
         elif entry["rule"] in waivers:
@@ -75,16 +79,32 @@ def load_waivers(path: Path, rule_ids: Collection[str]) -> dict[str, Waiver]:
     return waivers
 
 
-def load_manual_checks(path: Path) -> list[ManualCheck]:
-    """Manual checks ([] when the file is absent); ids must be unique."""
+def load_manual_checks(path: Path, today: date | None = None) -> list[ManualCheck]:
+    """Manual checks ([] when the file is absent); ids unique, attestations by someone, on a real past date."""
     if not path.is_file():
         return []
+    today = today or date.today()
     data = _load(path, MANUAL_CHECKS_SCHEMA)
     checks = [ManualCheck(c["id"], c["title_en"], c["title_ko"], c.get("attester"), c.get("date"), c.get("note"))
               for c in data["checks"]]
     seen: set[str] = set()
+    problems = []
     for index, check in enumerate(checks):
         if check.id in seen:
-            raise SiteError(f"{path}: checks.{index}.id: {check.id} appears twice")
+            problems.append(f"{path}: checks.{index}.id: {check.id} appears twice")
         seen.add(check.id)
+        if check.attester is not None and not check.attester.strip():
+            problems.append(f"{path}: checks.{index}.attester: blank; expected the name of who attested it")
+        if check.date is None:
+            continue
+        try:
+            when = date.fromisoformat(check.date)
+        except ValueError:
+            problems.append(f"{path}: checks.{index}.date: {check.date!r} is not a date (YYYY-MM-DD)")
+            continue
+        if when > today:
+            problems.append(f"{path}: checks.{index}.date: {check.date} is in the future (today is {today.isoformat()}); "
+                            "an attestation is dated when it was made")
+    if problems:
+        raise SiteError("\n".join(problems))
     return checks

@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_dgxspark import hookspecs, runfixtures
+from pytest_dgxspark.plan import listing_rules, plan_key, resolve
 from pytest_dgxspark.outcome import BLOCKED_PREFIX, blocking_rules, fold
 from pytest_dgxspark.results import build_results, results_key, run_info, write_results
 from pytest_dgxspark.rules import LAYERS, CatalogError, load_catalog
@@ -39,6 +40,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="an Ansible YAML inventory to use instead of the site's inventory.yml")
     group.addoption("--dgxspark-ssh-config", dest="dgxspark_ssh_config", metavar="FILE",
                     help="an OpenSSH client config for the hosts (bastions, keys, known_hosts)")
+    group.addoption("--dgxspark-baseline-force", action="store_true", dest="dgxspark_baseline_force",
+                    help="compare with a --dgxspark-baseline of another site or results schema anyway")
     parser.addini("dgxspark_site", "default site directory", default="")
     parser.addini("dgxspark_report_dir", "default report directory", default="reports")
 
@@ -61,15 +64,17 @@ def pytest_configure(config: pytest.Config) -> None:
     except CatalogError as exc:
         raise pytest.UsageError(str(exc)) from None
     suites = config.rootpath / "suites"
-    if config.getoption("dgxspark_rules") and config.args_source != pytest.Config.ArgsSource.ARGS and suites.is_dir():
+    if listing_rules(config) and config.args_source != pytest.Config.ArgsSource.ARGS and suites.is_dir():
         config.args[:] = [str(suites)]
     config.pluginmanager.register(runfixtures, "dgxspark_runfixtures")
     if is_active(config) and hasattr(config.option, "timeout") and config.option.timeout is None \
             and not config.getini("timeout"):
         config.option.timeout = DEFAULT_TEST_TIMEOUT_S
-    if is_active(config) and not config.getoption("dgxspark_rules"):
+    if is_active(config) and not listing_rules(config):
         # Only files are read here (site, scenario, governance): host parametrization needs the host names.
-        state: RunState = load_run(config, config.stash[catalog_key])
+        plan = resolve(config, config.stash[catalog_key])
+        config.stash[plan_key] = plan
+        state: RunState = load_run(plan, config.stash[catalog_key])
         config.stash[state_key] = state
         config.stash[targets_key] = state.targets
 
@@ -103,7 +108,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtestloop(session: pytest.Session) -> bool | None:
     config = session.config
-    if not config.getoption("dgxspark_rules"):
+    if not listing_rules(config):
         return None
     catalog = config.stash[catalog_key]
     counts = {rid: 0 for rid in catalog.rules}
@@ -122,7 +127,7 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
 def pytest_runtest_setup(item: pytest.Item) -> None:
     state = item.config.stash.get(state_key, None)
     rule = item_rule(item)
-    if state is None or rule is None or item.config.getoption("dgxspark_no_block"):
+    if state is None or rule is None or state.plan.no_block:
         return
     blockers = blocking_rules(state.catalog, rule, state.statuses())
     if blockers:
@@ -191,7 +196,7 @@ def _finish(config: pytest.Config, session: pytest.Session, state: RunState) -> 
     tgt = state.targets
     folded = fold(
         state.catalog, state.records, waivers=state.waivers,
-        handover=config.getoption("dgxspark_handover"), simulated=tgt.simulated,
+        handover=state.plan.handover, simulated=tgt.simulated,
         unattested_manual=[m.id for m in state.manual_checks if not m.attested],
         management_context=tgt.management_context,
     )
@@ -200,7 +205,7 @@ def _finish(config: pytest.Config, session: pytest.Session, state: RunState) -> 
         info=info, catalog=state.catalog, fold=folded, records=folded.records, evidence=state.evidence,
         run={
             "simulated": tgt.simulated, "site": state.site.name, "testbed": tgt.testbed_ref,
-            "handover": bool(config.getoption("dgxspark_handover")),
+            "handover": state.plan.handover, "site_source": state.plan.site_source,
             "context": tgt.context, "hosts": list(tgt.host_names),
             "pytest_args": list(config.invocation_params.args),
             "markexpr": config.getoption("markexpr") or "",

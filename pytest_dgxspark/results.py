@@ -34,9 +34,9 @@ def run_info(config: pytest.Config) -> RunInfo:
     if run_key not in config.stash:
         started = datetime.now(timezone.utc)
         run_id = f"{started:%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
-        report_dir = Path(config.getoption("dgxspark_report_dir", None) or config.getini("dgxspark_report_dir"))
-        if not report_dir.is_absolute():
-            report_dir = Path(config.rootpath) / report_dir
+        from pytest_dgxspark.plan import report_dir as planned_report_dir
+
+        report_dir = planned_report_dir(config)
         config.stash[run_key] = RunInfo(run_id, report_dir / run_id, started, report_dir)
     return config.stash[run_key]
 

@@ -46,7 +46,7 @@ def targets(pytestconfig: pytest.Config, request: pytest.FixtureRequest) -> Targ
         from pytest_dgxspark.testbed import Testbed
 
         directory = Path(tempfile.mkdtemp(prefix="dgxspark-testbed-"))
-        testbed = Testbed(tgt.testbed_ref, directory, site=tgt.site.root)
+        testbed = Testbed(tgt.testbed_ref, directory, site=tgt.site)
 
         def stop() -> None:
             try:

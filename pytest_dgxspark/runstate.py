@@ -7,16 +7,16 @@ from typing import Any
 
 import pytest
 
-from pytest_dgxspark.governance import ManualCheck, load_manual_checks, load_waivers
+from pytest_dgxspark.governance import ManualCheck
 from pytest_dgxspark.outcome import (
     BLOCKED_PREFIX, NOT_APPLICABLE_PREFIX, TargetError, TestRecord, Waiver, rule_status,
 )
+from pytest_dgxspark.plan import RunPlan, is_active  # noqa: F401 - is_active is imported from here too
 from pytest_dgxspark.rules import Catalog
-from pytest_dgxspark.site import Site, SiteError, load_site
-from pytest_dgxspark.targets import Targets, default_kubeconfig, site_targets, testbed_targets
+from pytest_dgxspark.site import Site
+from pytest_dgxspark.targets import Targets, site_targets, testbed_targets
 
 state_key = pytest.StashKey["RunState"]()
-DEFAULT_SITE = "sites/tirosh-home"
 
 
 @dataclass
@@ -26,6 +26,7 @@ class RunState:
     targets: Targets
     waivers: dict[str, Waiver]
     manual_checks: list[ManualCheck]
+    plan: RunPlan | None = None
     items: list[pytest.Item] = field(default_factory=list)
     records: list[TestRecord] = field(default_factory=list)
     evidence: dict[str, list] = field(default_factory=dict)
@@ -36,13 +37,6 @@ class RunState:
         for rec in self.records:
             outcomes.setdefault(rec.rule, []).append(rec.outcome)
         return {rid: rule_status(o) for rid, o in outcomes.items()}
-
-
-def is_active(config: pytest.Config) -> bool:
-    """A dgxspark run: --site, --testbed or --dgxspark-rules given, or paths under a suites/ folder collected."""
-    if any(config.getoption(o) for o in ("dgxspark_site", "dgxspark_testbed", "dgxspark_rules")):
-        return True
-    return any("suites" in Path(str(arg).split("::")[0]).resolve().parts for arg in config.args)
 
 
 def item_rule(item: pytest.Item) -> str | None:
@@ -72,48 +66,14 @@ def coverage_problems(catalog: Catalog, items: list[pytest.Item]) -> list[str]:
     return problems
 
 
-def load_run(config: pytest.Config, catalog: Catalog) -> RunState:
-    """Load the site, the targets (without connecting) and the governance files; raise UsageError on bad input."""
-    testbed_ref = config.getoption("dgxspark_testbed")
-    site_opt = config.getoption("dgxspark_site") or config.getini("dgxspark_site")
-    scenario = None
-    try:
-        if testbed_ref:
-            from pytest_dgxspark.testbed import scenario as scenarios
-
-            try:
-                scenario = scenarios.load(testbed_ref)
-            except scenarios.ScenarioError as exc:
-                raise pytest.UsageError(f"--testbed {testbed_ref}: {exc}") from None
-        if scenario is not None and scenario.site_dir is not None and not config.getoption("dgxspark_site"):
-            site_path = scenario.site_dir
-        else:
-            site_path = _root_relative(config, site_opt or DEFAULT_SITE)
-        site = load_site(site_path)
-        if scenario is not None:
-            targets = testbed_targets(site, testbed_ref, scenario)
-        else:
-            kube_opt = config.getoption("dgxspark_kubeconfig")
-            inventory = config.getoption("dgxspark_inventory")
-            if kube_opt and not Path(kube_opt).is_file():
-                raise SiteError(f"--dgxspark-kubeconfig {kube_opt}: file not found")
-            ssh_config = config.getoption("dgxspark_ssh_config")
-            if ssh_config and not Path(ssh_config).is_file():
-                raise SiteError(f"--dgxspark-ssh-config {ssh_config}: file not found")
-            targets = site_targets(site, default_kubeconfig(site, kube_opt),
-                                   Path(inventory) if inventory else None, ssh_config)
-        waivers = load_waivers(site.root / "waivers.yml", catalog.rules)
-        manual = load_manual_checks(site.root / "manual-checks.yml")
-    except SiteError as exc:
-        raise pytest.UsageError(f"invalid site input:\n{exc}") from None
-    return RunState(catalog=catalog, site=site, targets=targets, waivers=waivers, manual_checks=manual)
-
-
-def _root_relative(config: pytest.Config, path: str) -> Path:
-    p = Path(path)
-    if p.is_absolute() or p.exists():
-        return p
-    return Path(config.rootpath) / p
+def load_run(plan: RunPlan, catalog: Catalog) -> RunState:
+    """The run's state from its validated plan (nothing connects)."""
+    if plan.testbed_ref:
+        targets = testbed_targets(plan.site, plan.testbed_ref, plan.scenario)
+    else:
+        targets = site_targets(plan.site, plan.kubeconfig, plan.hosts)
+    return RunState(catalog=catalog, site=plan.site, targets=targets, waivers=dict(plan.waivers),
+                    manual_checks=list(plan.manual_checks), plan=plan)
 
 
 def record_from_reports(item: pytest.Item, phases: dict[str, Any]) -> TestRecord:

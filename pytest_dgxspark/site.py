@@ -1,6 +1,7 @@
 """The site model: inventory, RKE2 vars and the GPU Operator HelmChart, validated before anything connects."""
 from __future__ import annotations
 
+import difflib
 import json
 import subprocess
 import sys
@@ -34,7 +35,9 @@ class HostSpec:
     ssh_config: str | None = None
     role: str = "server"
     gpu: bool = True
-    vars: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    # host vars may hold ansible_password / ansible_become_password: never in a repr (failure messages)
+    vars: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
+    connection: str = "ssh"
 
     @property
     def label(self) -> str:
@@ -50,6 +53,10 @@ class Site:
     inventory: Mapping[str, Any]
     hosts: tuple[HostSpec, ...]
     kubeconfig: Path | None
+
+    def __repr__(self) -> str:
+        """Name, root and host names only: vars and inventory may hold passwords (a failure message shows reprs)."""
+        return f"Site(name={self.name!r}, root={str(self.root)!r}, hosts={[h.name for h in self.hosts]!r})"
 
     @property
     def context(self) -> str:
@@ -106,8 +113,60 @@ def _load(path: Path, schema: dict, problems: list[str]) -> Any:
     return None if found else data
 
 
-def hosts_from_inventory(inventory: Mapping[str, Any], ssh_config: str | None = None) -> tuple[HostSpec, ...]:
-    """Hosts of the rke2_servers and rke2_agents groups (walking nested children), servers first."""
+# Ansible's own connection and privilege variables (docs: "Connecting to hosts: behavioral inventory parameters");
+# any other ansible_* key is a typo Ansible would silently ignore (ansible_hots: the alias becomes the address).
+ANSIBLE_HOST_VARS = frozenset({
+    "ansible_host", "ansible_port", "ansible_user", "ansible_password", "ansible_connection",
+    "ansible_ssh_private_key_file", "ansible_private_key_file", "ansible_ssh_common_args", "ansible_ssh_extra_args",
+    "ansible_sftp_extra_args", "ansible_scp_extra_args", "ansible_ssh_pipelining", "ansible_ssh_executable",
+    "ansible_ssh_pass", "ansible_ssh_host", "ansible_ssh_port", "ansible_ssh_user", "ansible_host_key_checking",
+    "ansible_ssh_host_key_checking", "ansible_timeout", "ansible_ssh_timeout", "ansible_become",
+    "ansible_become_method", "ansible_become_user", "ansible_become_password", "ansible_become_pass",
+    "ansible_become_exe", "ansible_become_flags", "ansible_shell_type", "ansible_shell_executable",
+    "ansible_python_interpreter",
+})
+KNOWN_GROUPS = (SERVER_GROUP, AGENT_GROUP)
+LOCAL_CONNECTION = "local"
+
+
+def _did_you_mean(word: str, known: Any) -> str:
+    close = difflib.get_close_matches(word, sorted(known), n=1, cutoff=0.75)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def inventory_problems(inventory: Mapping[str, Any], path: Path | str) -> list[str]:
+    """Typos Ansible accepts silently: unknown ansible_* keys, group names near rke2_servers/rke2_agents, and hosts
+    without ansible_host (whose alias would be used as the address)."""
+    problems: list[str] = []
+
+    def keys(where: str, mapping: Mapping[str, Any] | None) -> None:
+        for key in (mapping or {}):
+            if isinstance(key, str) and key.startswith("ansible_") and key not in ANSIBLE_HOST_VARS:
+                problems.append(f"{path}: {where}.{key}: not an Ansible connection variable"
+                                f"{_did_you_mean(key, ANSIBLE_HOST_VARS)}")
+
+    def walk(group: Mapping[str, Any], where: str) -> None:
+        keys(f"{where}.vars", group.get("vars"))
+        for name, hvars in (group.get("hosts") or {}).items():
+            keys(f"{where}.hosts.{name}", hvars)
+        for child, sub in (group.get("children") or {}).items():
+            if child not in KNOWN_GROUPS and difflib.get_close_matches(child, KNOWN_GROUPS, n=1, cutoff=0.75):
+                problems.append(f"{path}: {where}.children.{child}: not a group the suite reads "
+                                f"(expected {' or '.join(KNOWN_GROUPS)}){_did_you_mean(child, KNOWN_GROUPS)}")
+            walk(sub or {}, f"{where}.children.{child}")
+
+    walk(inventory.get("all") or {}, "all")
+    for name, (_, hv) in _collect_hosts(inventory).items():
+        if hv.get("ansible_connection") == LOCAL_CONNECTION:
+            continue
+        if not hv.get("ansible_host"):
+            problems.append(f"{path}: host {name}: ansible_host is missing; expected the host's address "
+                            f"(the alias {name!r} is not used as an address; for the machine the suite runs on "
+                            "give ansible_connection: local)")
+    return problems
+
+
+def _collect_hosts(inventory: Mapping[str, Any]) -> dict[str, tuple[str, dict]]:
     found: dict[str, tuple[str, dict]] = {}
 
     def walk(group: Mapping[str, Any], role: str | None, inherited: dict) -> None:
@@ -121,10 +180,19 @@ def hosts_from_inventory(inventory: Mapping[str, Any], ssh_config: str | None = 
             walk(child or {}, child_role, group_vars)
 
     walk(inventory.get("all") or {}, None, {})
-    specs = [
-        HostSpec(
+    return found
+
+
+def hosts_from_inventory(inventory: Mapping[str, Any], ssh_config: str | None = None) -> tuple[HostSpec, ...]:
+    """Hosts of the rke2_servers and rke2_agents groups (walking nested children), servers first.
+
+    The inventory must have passed `inventory_problems` (every SSH host has ansible_host)."""
+    specs = []
+    for name, (role, hv) in _collect_hosts(inventory).items():
+        local = hv.get("ansible_connection") == LOCAL_CONNECTION
+        specs.append(HostSpec(
             name=name,
-            address=str(hv.get("ansible_host", name)),
+            address=str(hv.get("ansible_host") or ("localhost" if local else "")),
             port=int(hv.get("ansible_port", 22)),
             user=str(hv.get("ansible_user", "root")),
             identity_file=hv.get("ansible_ssh_private_key_file"),
@@ -132,9 +200,8 @@ def hosts_from_inventory(inventory: Mapping[str, Any], ssh_config: str | None = 
             role=role,
             gpu=bool(hv.get("dgxspark_gpu", True)),
             vars=hv,
-        )
-        for name, (role, hv) in found.items()
-    ]
+            connection=LOCAL_CONNECTION if local else "ssh",
+        ))
     return tuple(sorted(specs, key=lambda s: (s.role != "server", s.name)))
 
 
@@ -180,6 +247,8 @@ def load_inventory(path: Path, ssh_config: str | None = None) -> tuple[dict, tup
     else:
         data = _load(path, INVENTORY_SCHEMA, problems)
     if data is not None:
+        problems.extend(inventory_problems(data, path))
+    if data is not None and not problems:
         hosts = hosts_from_inventory(data, ssh_config)
         if not hosts:
             problems.append(f"{path}: all.children.{SERVER_GROUP}.hosts: expected at least one host")
@@ -207,6 +276,8 @@ def load_site(root: Path) -> Site:
         except yaml.YAMLError as exc:
             problems.append(f"{root / 'rke2' / 'gpu-operator.helmchart.yaml'}: spec.valuesContent: not YAML values: {exc}")
     if inventory is not None:
+        problems.extend(inventory_problems(inventory, root / "inventory.yml"))
+    if inventory is not None and not problems:
         hosts = hosts_from_inventory(inventory)
         if not hosts:
             problems.append(f"{root / 'inventory.yml'}: all.children.{SERVER_GROUP}.hosts: expected at least one host")

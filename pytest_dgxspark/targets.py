@@ -1,14 +1,13 @@
 """What a run checks: the site's hosts and kubeconfig context, or a testbed standing in for them."""
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pytest_dgxspark.site import HostSpec, Site, SiteError, load_inventory
+from pytest_dgxspark.site import HostSpec, Site, load_inventory
 
 targets_key = pytest.StashKey["Targets"]()
 
@@ -39,30 +38,8 @@ class Targets:
         raise KeyError(f"{name}: not a host of this run (hosts: {', '.join(self.host_names)})")
 
 
-def default_kubeconfig(site: Site, override: str | None) -> Path | None:
-    """--dgxspark-kubeconfig, else the site's rke2/kubeconfig.yml, else $KUBECONFIG's first file, else ~/.kube/config."""
-    if override:
-        return Path(override)
-    if site.kubeconfig is not None:
-        return site.kubeconfig
-    env = os.environ.get("KUBECONFIG")
-    if env:
-        return Path(env.split(os.pathsep)[0])
-    home = Path.home() / ".kube" / "config"
-    return home if home.is_file() else None
-
-
-def site_targets(
-    site: Site, kubeconfig: Path | None, inventory: Path | None = None, ssh_config: str | None = None
-) -> Targets:
-    """Targets of a real site: its inventory (or an explicit Ansible inventory) and its kubeconfig context."""
-    hosts = site.hosts
-    if inventory is not None:
-        _, hosts = load_inventory(inventory, ssh_config)
-    elif ssh_config:
-        hosts = tuple(replace(h, ssh_config=ssh_config) for h in hosts)
-    if kubeconfig is not None and not kubeconfig.is_file():
-        raise SiteError(f"{kubeconfig}: kubeconfig not found (give --dgxspark-kubeconfig or run make rke2/kubeconfig)")
+def site_targets(site: Site, kubeconfig: Path | None, hosts: tuple[HostSpec, ...]) -> Targets:
+    """Targets of a real site: the plan's hosts (the site's inventory or an explicit one) and kubeconfig context."""
     return Targets(
         site=site,
         host_names=tuple(h.name for h in hosts),

@@ -53,11 +53,14 @@ class Testbed:
 
     __test__ = False  # not a pytest test class
 
-    def __init__(self, scenario: str | Path, directory: Path | str, site: Path | str | None = None, *,
+    def __init__(self, scenario: str | Path, directory: Path | str, site: Any = None, *,
                  _without_hosts: bool = False) -> None:
         self.directory = Path(directory).resolve()
         self.scenario = scenarios.load(scenario)
-        self.site_dir = Path(site).resolve() if site else (self.scenario.site_dir or default_site())
+        # a run passes its loaded, validated Site (the plan decided which); the CLI passes a path or nothing
+        self._site = site if hasattr(site, "helmchart") else None
+        site_path = self._site.root if self._site is not None else site
+        self.site_dir = Path(site_path).resolve() if site_path else (self.scenario.site_dir or default_site())
         self.kubeconfig = self.directory / "kubeconfig"
         self.inventory = self.directory / "inventory.yml"
         self.ssh_config = self.directory / "ssh_config"
@@ -93,7 +96,8 @@ class Testbed:
         return self
 
     def _up(self) -> None:
-        site_vars, chart = load_site(self.site_dir)
+        site_vars, chart = ((dict(self._site.vars), dict(self._site.helmchart)) if self._site is not None
+                            else load_site(self.site_dir))
         state: dict[str, Any] = {"testbed_id": self.testbed_id, "scenario": self.scenario.name, "links": [], "pids": [], "hosts": []}
         state["slot"] = slot = netns.allocate_subnet(self.testbed_id)
         _write_state(self.directory, state)

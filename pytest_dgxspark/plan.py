@@ -1,0 +1,245 @@
+"""The run plan: every option, ini key and environment value of a run, resolved and validated once at configure."""
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_dgxspark.governance import ManualCheck, load_manual_checks, load_waivers
+from pytest_dgxspark.kubeconfig import kubeconfig_problems
+from pytest_dgxspark.outcome import Waiver
+from pytest_dgxspark.rules import Catalog
+from pytest_dgxspark.site import HostSpec, Site, SiteError, load_inventory, load_site
+
+plan_key = pytest.StashKey["RunPlan"]()
+DEFAULT_SITE = "sites/tirosh-home"
+DEFAULT_CUDA_TIMEOUT_S = 300
+DEFAULT_SMI_TIMEOUT_S = 30
+RESULTS_SCHEMA = "pytest-dgxspark/results/v1"
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """What one run will do, decided before anything touches a target."""
+
+    site: Site
+    site_source: str  # "--site", "scenario <name>", "ini dgxspark_site" or "default"
+    testbed_ref: str | None
+    scenario: Any
+    hosts: tuple[HostSpec, ...]  # the real targets' hosts (empty for a testbed: it writes its own inventory)
+    kubeconfig: Path | None
+    report_dir: Path
+    cuda_timeout_s: int
+    smi_timeout_s: int
+    handover: bool
+    no_block: bool
+    baseline_force: bool
+    waivers: Mapping[str, Waiver]
+    manual_checks: tuple[ManualCheck, ...]
+
+    def __repr__(self) -> str:
+        return (f"RunPlan(site={self.site.name!r} ({self.site_source}), testbed={self.testbed_ref!r}, "
+                f"hosts={[h.name for h in self.hosts]!r}, report_dir={str(self.report_dir)!r})")
+
+
+def listing_rules(config: pytest.Config) -> bool:
+    """--dgxspark-rules: print the catalog and exit (no plan is made)."""
+    return bool(config.getoption("dgxspark_rules", False))
+
+
+def is_active(config: pytest.Config) -> bool:
+    """A dgxspark run: --site, --testbed or --dgxspark-rules given, or paths under a suites/ folder collected."""
+    if any(config.getoption(o, None) for o in ("dgxspark_site", "dgxspark_testbed", "dgxspark_rules")):
+        return True
+    return any("suites" in Path(str(arg).split("::")[0]).resolve().parts for arg in config.args)
+
+
+def report_dir(config: pytest.Config) -> Path:
+    """--report-dir, else the ini dgxspark_report_dir (default reports/), relative to the rootdir."""
+    path = Path(config.getoption("dgxspark_report_dir", None) or config.getini("dgxspark_report_dir") or "reports")
+    return path if path.is_absolute() else Path(config.rootpath) / path
+
+
+def of(config: pytest.Config) -> RunPlan:
+    """The run's plan (a UsageError outside a dgxspark run)."""
+    if plan_key not in config.stash:
+        raise pytest.UsageError("pytest-dgxspark fixtures need a dgxspark run (--site or --testbed, tests under suites/)")
+    return config.stash[plan_key]
+
+
+def _root_relative(config: pytest.Config, path: str) -> Path:
+    p = Path(path)
+    if p.is_absolute() or p.exists():
+        return p
+    return Path(config.rootpath) / p
+
+
+def _seconds(config: pytest.Config, name: str, default: int, problems: list[str]) -> int:
+    """--<name> (dashes), else the ini <name>, else the default; a positive whole number of seconds."""
+    option = f"--{name.replace('_', '-')}"
+    value = config.getoption(name, None)
+    where = option
+    if value is None:
+        raw = config.getini(name) or str(default)
+        where = f"ini {name}"
+        try:
+            value = int(str(raw).strip())
+        except ValueError:
+            problems.append(f"{where}: expected a positive whole number of seconds, got {raw!r}")
+            return default
+    if value <= 0:
+        problems.append(f"{where}: expected a positive whole number of seconds, got {value}")
+        return default
+    return int(value)
+
+
+def _writable_report_dir(path: Path, problems: list[str]) -> None:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".dgxspark-write-test-"):
+            pass
+    except OSError as exc:
+        problems.append(f"--report-dir {path}: cannot be written ({exc.strerror or exc}); "
+                        "expected a directory this user can create files in")
+
+
+def _scenario(ref: str | None, problems: list[str]) -> Any:
+    if not ref:
+        return None
+    from pytest_dgxspark.testbed import scenario as scenarios
+
+    try:
+        return scenarios.load(ref)
+    except scenarios.ScenarioError as exc:
+        problems.append(f"--testbed {ref}: {exc}")
+        return None
+
+
+def _site(config: pytest.Config, scenario: Any) -> tuple[Path, str]:
+    """Site precedence, decided once: --site, else the scenario's own site, else the ini key, else the default."""
+    if config.getoption("dgxspark_site"):
+        return _root_relative(config, config.getoption("dgxspark_site")), "--site"
+    if scenario is not None and scenario.site_dir is not None:
+        return Path(scenario.site_dir), f"scenario {scenario.name}"
+    if config.getini("dgxspark_site"):
+        return _root_relative(config, config.getini("dgxspark_site")), "ini dgxspark_site"
+    return _root_relative(config, DEFAULT_SITE), "default"
+
+
+def _kubeconfig(config: pytest.Config, site: Site, problems: list[str]) -> Path | None:
+    """--dgxspark-kubeconfig, else the site's rke2/kubeconfig.yml, else $KUBECONFIG's first file, else ~/.kube/config."""
+    option = config.getoption("dgxspark_kubeconfig")
+    env = os.environ.get("KUBECONFIG", "")
+    if option:
+        path, where = Path(option), f"--dgxspark-kubeconfig {option}"
+    elif site.kubeconfig is not None:
+        path, where = site.kubeconfig, f"{site.kubeconfig}"
+    elif env:
+        path, where = Path(env.split(os.pathsep)[0]), f"$KUBECONFIG {env.split(os.pathsep)[0]}"
+    else:
+        home = Path.home() / ".kube" / "config"
+        if not home.is_file():
+            return None  # the cluster checks say there is no kubeconfig (an error, never a pass)
+        path, where = home, str(home)
+    if not path.is_file():
+        problems.append(f"{where}: kubeconfig not found (give --dgxspark-kubeconfig or run make rke2/kubeconfig)")
+        return None
+    problems.extend(kubeconfig_problems(path, site.context))
+    return path
+
+
+def _hosts(config: pytest.Config, site: Site, problems: list[str]) -> tuple[HostSpec, ...]:
+    inventory = config.getoption("dgxspark_inventory")
+    ssh_config = config.getoption("dgxspark_ssh_config")
+    if ssh_config and not Path(ssh_config).is_file():
+        problems.append(f"--dgxspark-ssh-config {ssh_config}: file not found")
+        ssh_config = None
+    if inventory:
+        if not Path(inventory).exists():
+            problems.append(f"--dgxspark-inventory {inventory}: file not found")
+            return ()
+        try:
+            return load_inventory(Path(inventory), ssh_config)[1]
+        except SiteError as exc:
+            problems.append(str(exc))
+            return ()
+    if ssh_config:
+        return tuple(replace(h, ssh_config=ssh_config) for h in site.hosts)
+    return site.hosts
+
+
+def _baseline_problems(config: pytest.Config, site: Site, force: bool) -> list[str]:
+    try:
+        from pytest_dgxspark.report.plugin import baseline_key
+    except ImportError:
+        return []
+    baseline = config.stash.get(baseline_key, None)
+    if baseline is None or force:
+        return []
+    run = baseline.results.get("run") or {}
+    problems = []
+    if baseline.results.get("schema") != RESULTS_SCHEMA:
+        problems.append(f"--dgxspark-baseline {baseline.path}: schema {baseline.results.get('schema')!r}, this run "
+                        f"writes {RESULTS_SCHEMA!r}; give a baseline of this schema or --dgxspark-baseline-force")
+    if run.get("site") != site.name:
+        problems.append(f"--dgxspark-baseline {baseline.path}: a run of site {run.get('site')!r}, this run checks "
+                        f"{site.name!r}; give a baseline of this site or --dgxspark-baseline-force")
+    return problems
+
+
+def resolve(config: pytest.Config, catalog: Catalog) -> RunPlan:
+    """The plan of this run; one UsageError lists every problem (file or option, key, what was expected)."""
+    problems: list[str] = []
+    testbed_ref = config.getoption("dgxspark_testbed")
+    if testbed_ref:
+        clash = [o for o, d in (("--dgxspark-kubeconfig", "dgxspark_kubeconfig"),
+                                ("--dgxspark-inventory", "dgxspark_inventory"),
+                                ("--dgxspark-ssh-config", "dgxspark_ssh_config")) if config.getoption(d)]
+        if clash:
+            problems.append(f"--testbed {testbed_ref} supplies its own kubeconfig, inventory and ssh_config: "
+                            f"drop {' and '.join(clash)} (or drop --testbed to check a real site)")
+    cuda = _seconds(config, "dgxspark_cuda_timeout", DEFAULT_CUDA_TIMEOUT_S, problems)
+    smi = _seconds(config, "dgxspark_smi_timeout", DEFAULT_SMI_TIMEOUT_S, problems)
+    reports = report_dir(config)
+    _writable_report_dir(reports, problems)
+    scenario = _scenario(testbed_ref, problems)
+    site_path, source = _site(config, scenario)
+    site: Site | None = None
+    try:
+        site = load_site(site_path)
+    except SiteError as exc:
+        problems.append(str(exc))
+    hosts: tuple[HostSpec, ...] = ()
+    kubeconfig = None
+    waivers: Mapping[str, Waiver] = {}
+    manual: list[ManualCheck] = []
+    force = bool(config.getoption("dgxspark_baseline_force", False))
+    if site is not None:
+        if not testbed_ref:
+            hosts = _hosts(config, site, problems)
+            kubeconfig = _kubeconfig(config, site, problems)
+        for load in (lambda: load_waivers(site.root / "waivers.yml", catalog.rules),
+                     lambda: load_manual_checks(site.root / "manual-checks.yml")):
+            try:
+                loaded = load()
+            except SiteError as exc:
+                problems.append(str(exc))
+                continue
+            if isinstance(loaded, dict):
+                waivers = loaded
+            else:
+                manual = loaded
+        problems.extend(_baseline_problems(config, site, force))
+    if problems or site is None:
+        raise pytest.UsageError("invalid run input:\n" + "\n".join(problems))
+    return RunPlan(
+        site=site, site_source=source, testbed_ref=testbed_ref or None, scenario=scenario, hosts=hosts,
+        kubeconfig=kubeconfig, report_dir=reports, cuda_timeout_s=cuda, smi_timeout_s=smi,
+        handover=bool(config.getoption("dgxspark_handover")), no_block=bool(config.getoption("dgxspark_no_block")),
+        baseline_force=force, waivers=waivers, manual_checks=tuple(manual),
+    )
