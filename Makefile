@@ -20,13 +20,10 @@ SYSTEM_BINARIES := /usr/sbin/sshd /usr/bin/ssh gcc ip ps unshare chromium pdftot
 
 .PHONY: help setup system-deps demo test conformance bench clean
 
-help:
-	@echo "make demo [SCENARIO=healthy]  run the whole suite against a simulated DGX Spark and write a bundle"
-	@echo "make test                     run the project's own tests"
-	@echo "make conformance SITE=<site>  run the suite against the real site (sites/<site>/)"
-	@echo "make bench                    the 16-node benchmark"
+help: ## list every target with one line (this list)
+	@awk 'BEGIN {FS = ":[^#]*## "} /^[A-Za-z0-9_.\/-]+:[^=]*## / {printf "make %-26s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-system-deps:
+system-deps: ## install the Debian packages the testbed and the report tests need, when missing
 	@missing=""; for b in $(SYSTEM_BINARIES); do command -v $$b >/dev/null 2>&1 || missing="$$missing $$b"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing system packages (missing:$$missing)"; \
@@ -40,9 +37,9 @@ $(VENV)/.installed: pyproject.toml
 	$(VENV)/bin/pip install -q -e '.[dev]'
 	touch $@
 
-setup: system-deps $(VENV)/.installed
+setup: system-deps $(VENV)/.installed ## system packages, the virtualenv .venv and the package
 
-demo: setup
+demo: setup ## the whole suite against a simulated DGX Spark [SCENARIO=healthy]; prints the bundle
 	@before=$$(readlink $(REPORT_DIR)/latest 2>/dev/null || true); \
 	$(PYTEST) suites --testbed $(SCENARIO) $(if $(SITE_GIVEN),--site sites/$(SITE)) --report-dir $(REPORT_DIR) -p no:cacheprovider $(PYTEST_ARGS); \
 	status=$$?; \
@@ -53,16 +50,16 @@ demo: setup
 	else echo "demo: this run wrote no bundle (pytest exit $$status)" >&2; [ $$status -ne 0 ] || status=3; fi; \
 	exit $$status
 
-test: setup
+test: setup ## the project's own tests (what CI runs)
 	$(PYTEST) tests -q -p no:cacheprovider $(PYTEST_ARGS)
 
-conformance: setup
+conformance: setup ## the suite against the real site sites/<SITE>/
 	$(PYTEST) suites --site sites/$(SITE) --report-dir $(REPORT_DIR) -p no:cacheprovider $(PYTEST_ARGS)
 
-bench: setup
+bench: setup ## the 16-node benchmark
 	$(PY) -m pytest_dgxspark.bench
 
-clean:
+clean: ## remove the virtualenv and build outputs
 	rm -rf $(VENV) build *.egg-info
 
 -include provisioning/rke2.mk

@@ -1,47 +1,56 @@
 # RKE2 provisioning targets (ADR 0001 §10, ADR 0002 §5-1, §5-4, §8). Included by the top-level Makefile:
 #   make rke2/server/install SITE=tirosh-home
-# Order at a site: rke2/server/install -> rke2/agent/install -> rke2/kubeconfig -> rke2/gpu/operator/apply
+# Order at a site: rke2/server/install -> rke2/agent/install -> rke2/kubeconfig -> rke2/gpu/operator/apply CONFIRM=yes
 #                  -> rke2/argocd/register. The install targets never deploy the GPU Operator.
 
 SITE ?= tirosh-home
 VENV ?= .venv
 PYTHON ?= $(VENV)/bin/python
 ANSIBLE_PLAYBOOK ?= $(VENV)/bin/ansible-playbook
+# The site folder and its inventory (another inventory: INVENTORY=...; a rehearsal: the testbed's inventory.yml).
+SITE_DIR ?= sites/$(SITE)
+INVENTORY ?= $(SITE_DIR)/inventory.yml
+# The controller kubeconfig rke2/kubeconfig merges into; the later targets and the suite read it.
 KUBECONFIG_OUT ?= $(HOME)/.kube/config
+# An OpenSSH client config for the suite's preflight (bastions, keys), e.g. SSH_CONFIG=~/.ssh/config.d/site.
+SSH_CONFIG ?=
+# rke2/gpu/operator/apply runs only with CONFIRM=yes (ADR 0002 §5-4: RKE2 and containerd may restart).
+CONFIRM ?=
 # Extra ansible-playbook arguments, e.g. ANSIBLE_ARGS="--limit gpu-01 -vv".
 ANSIBLE_ARGS ?=
 
 RKE2_PROVISIONING := $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))
-RKE2_SITE_DIR = $(abspath sites/$(SITE))
+RKE2_SITE_DIR = $(abspath $(SITE_DIR))
 RKE2_PLAYBOOKS := $(RKE2_PROVISIONING)/playbooks
 RKE2_ANSIBLE = ANSIBLE_CONFIG=$(RKE2_PROVISIONING)/ansible.cfg $(ANSIBLE_PLAYBOOK) \
-	-i $(RKE2_SITE_DIR)/inventory.yml -e rke2_site_dir=$(RKE2_SITE_DIR) $(ANSIBLE_ARGS)
+	-i $(abspath $(INVENTORY)) -e rke2_site_dir=$(RKE2_SITE_DIR) -e rke2_kubeconfig_out=$(abspath $(KUBECONFIG_OUT)) \
+	$(if $(SSH_CONFIG),-e gpu_operator_preflight_ssh_config=$(abspath $(SSH_CONFIG))) $(ANSIBLE_ARGS)
 
 .PHONY: rke2/site-exists rke2/server/install rke2/agent/install rke2/status rke2/kubeconfig \
 	rke2/gpu/operator/apply rke2/argocd/register rke2/check
 
-rke2/site-exists:
-	@test -f $(RKE2_SITE_DIR)/inventory.yml -a -f $(RKE2_SITE_DIR)/rke2/vars.yml || \
-	  { echo "sites/$(SITE): inventory.yml and rke2/vars.yml must exist (SITE=$(SITE))" >&2; exit 2; }
+rke2/site-exists: ## fail unless the site's inventory and rke2/vars.yml exist
+	@test -f $(abspath $(INVENTORY)) -a -f $(RKE2_SITE_DIR)/rke2/vars.yml || \
+	  { echo "$(SITE_DIR): $(INVENTORY) and $(SITE_DIR)/rke2/vars.yml must exist (SITE=$(SITE))" >&2; exit 2; }
 
-rke2/server/install: rke2/site-exists
+rke2/server/install: rke2/site-exists ## install RKE2 on rke2_servers: the first bootstraps, the others join it
 	$(RKE2_ANSIBLE) $(RKE2_PLAYBOOKS)/rke2-server-install.yml
 
-rke2/agent/install: rke2/site-exists
+rke2/agent/install: rke2/site-exists ## install RKE2 on rke2_agents; each joins the first server (token-file, :9345)
 	$(RKE2_ANSIBLE) $(RKE2_PLAYBOOKS)/rke2-agent-install.yml
 
-rke2/status: rke2/site-exists
+rke2/status: rke2/site-exists ## read-only: units, rke2 --version, nodes; fails unless active and pinned
 	$(RKE2_ANSIBLE) $(RKE2_PLAYBOOKS)/rke2-status.yml
 
-rke2/kubeconfig: rke2/site-exists
-	$(RKE2_ANSIBLE) -e rke2_kubeconfig_out=$(abspath $(KUBECONFIG_OUT)) $(RKE2_PLAYBOOKS)/rke2-kubeconfig.yml
+rke2/kubeconfig: rke2/site-exists ## merge the admin kubeconfig as context rke2_context_name into KUBECONFIG_OUT
+	$(RKE2_ANSIBLE) $(RKE2_PLAYBOOKS)/rke2-kubeconfig.yml
 
-rke2/gpu/operator/apply: rke2/site-exists
-	$(RKE2_ANSIBLE) $(RKE2_PLAYBOOKS)/rke2-gpu-operator-apply.yml
+rke2/gpu/operator/apply: rke2/site-exists ## preflight (host, rke2, runtime layers), then the GPU Operator; CONFIRM=yes
+	$(RKE2_ANSIBLE) -e gpu_operator_confirm=$(if $(CONFIRM),$(CONFIRM),no) $(RKE2_PLAYBOOKS)/rke2-gpu-operator-apply.yml
 
-rke2/argocd/register: rke2/site-exists
+rke2/argocd/register: rke2/site-exists ## register the cluster in Argo CD on the management context argocd_context
 	$(RKE2_ANSIBLE) $(RKE2_PLAYBOOKS)/rke2-argocd-register.yml
 
-rke2/check: rke2/site-exists
+rke2/check: rke2/site-exists ## syntax-check every playbook, then --check --diff of the server install (writes nothing)
 	$(RKE2_ANSIBLE) --syntax-check $(wildcard $(RKE2_PLAYBOOKS)/*.yml)
 	$(RKE2_ANSIBLE) --check --diff $(RKE2_PLAYBOOKS)/rke2-server-install.yml

@@ -6,7 +6,9 @@ printf '{"cmd": "install.sh", "args": ["%s", "%s", "%s", "%s"]}\n' "${INSTALL_RK
   "${INSTALL_RKE2_TAR_PREFIX:-/usr/local}" "${INSTALL_RKE2_ARTIFACT_PATH:-}" >> "$RKE2_FAKE_LOG"
 prefix=${INSTALL_RKE2_TAR_PREFIX:-/usr/local}
 mkdir -p "$prefix/bin" "$prefix/lib/systemd/system"
-printf '#!/bin/sh\necho "rke2 version %s (fake)"\necho "go version go1.24.4 X:boringcrypto"\n' "$INSTALL_RKE2_VERSION" > "$prefix/bin/rke2"
+# `rke2 --version` as the real binary prints it: the release with its commit, then the Go toolchain.
+printf '#!/bin/sh\necho "rke2 version %s (6ce1a80e4d9c3b0f2a7e5d8c1b4a9f3e2d7c6b5a)"\necho "go version go1.24.11 X:boringcrypto"\n' \
+  "$INSTALL_RKE2_VERSION" > "$prefix/bin/rke2"
 chmod 0755 "$prefix/bin/rke2"
 : > "$prefix/lib/systemd/system/rke2-server.service"
 : > "$prefix/lib/systemd/system/rke2-agent.service"
