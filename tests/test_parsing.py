@@ -1,4 +1,4 @@
-"""Parsers of real outputs (samples from ../shared/reference and the fact sheets)."""
+"""Parsers of real outputs: captures kept in the repo (pytest_dgxspark/testbed/captures, source on line 1)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ import pytest
 
 from pytest_dgxspark import parsing as p
 from pytest_dgxspark import siterepo
-
-REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference"
+from pytest_dgxspark.testbed import captures
 OPEN_AARCH64 = (
     "NVRM version: NVIDIA UNIX Open Kernel Module for aarch64  580.95.05  Release Build  "
     "(dvs-builder@U16-I3-B03-4-3)  Thu Sep 18 16:27:23 UTC 2025\n"
@@ -19,11 +18,9 @@ OPEN_AARCH64 = (
 PROPRIETARY_X86 = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 22:23:56 UTC 2024\nGCC version:  gcc version 12.3.0\n"
 
 
-def _reference(name: str) -> str:
-    path = REFERENCE / name
-    if not path.is_file():
-        pytest.skip(f"{path} not present")
-    return path.read_text()
+def _capture(name: str) -> str:
+    """A capture's bytes without its source line; a missing capture fails (they are part of the repo)."""
+    return captures.body(name)
 
 
 def test_open_module_version_file_is_open_flavour() -> None:
@@ -39,6 +36,21 @@ def test_open_module_versions_of_any_length_parse(version: str) -> None:
 def test_proprietary_module_version_file_is_proprietary() -> None:
     driver = p.parse_proc_driver_version(PROPRIETARY_X86)
     assert (driver.version, driver.flavour, driver.arch) == ("550.54.15", "proprietary", "x86_64")
+
+
+@pytest.mark.parametrize(("name", "version"), [("proc-driver-nvidia-version-open-x86_64.txt", "565.57.01"),
+                                               ("proc-driver-nvidia-version-open-x86_64-arch.txt", "525.60.11")])
+def test_captured_x86_64_open_module_version_files_are_open_flavour(name: str, version: str) -> None:
+    driver = p.parse_proc_driver_version(_capture(name))
+    assert (driver.version, driver.flavour, driver.arch) == (version, "open", "x86_64")
+
+
+def test_every_capture_names_its_public_source() -> None:
+    names = sorted(path.name for path in captures.DIR.glob("*.txt"))
+    assert len(names) >= 7
+    for name in names:
+        assert captures.source(name).startswith(("github.com/", "docs.", "forums.")), name
+        assert captures.body(name).strip(), name
 
 
 def test_garbage_is_not_a_driver_version() -> None:
@@ -61,12 +73,19 @@ def test_noheader_csv_is_keyed_by_position() -> None:
 
 
 def test_smi_list_counts_gpus_not_mig_devices() -> None:
-    text = "\n".join(line for line in _reference("nvidia-smi-L-h100-mig.txt").splitlines() if not line.startswith("#"))
+    text = _capture("h100-mig-nvidia-smi-L.txt")
     gpus = p.parse_nvidia_smi_list(text)
     assert len(gpus) == 1
     assert gpus[0].name == "NVIDIA H100 80GB HBM3"
     assert gpus[0].uuid == "GPU-b4895dbf-9350-2524-a89b-98161ddd9fe4"
     assert gpus[0].mig_devices == ("1g.10gb",) * 7
+
+
+def test_captured_h100_q_dump_lists_eight_gpus_with_their_memory() -> None:
+    text = _capture("h100-8gpu-nvidia-smi-q.txt")
+    assert "Attached GPUs                             : 8" in text
+    assert text.count("Product Name                          : NVIDIA H100 80GB HBM3") == 8
+    assert text.count("        Total                             : 81559 MiB") == 8
 
 
 def test_smi_list_gb10_line() -> None:
@@ -118,7 +137,7 @@ def test_clusterpolicy_without_status_is_not_ready() -> None:
 
 
 def test_h100_label_set_parses() -> None:
-    text = "\n".join(_reference("node-labels-h100-gpu-operator.json").splitlines()[1:])
+    text = _capture("h100-mig-node-labels.txt")
     labels = json.loads(text)
     assert labels["nvidia.com/gpu.present"] == "true"
     assert p.parse_labels([f"{k}={v}" for k, v in labels.items()]) == labels

@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 import testinfra
 
-from pytest_dgxspark.testbed import hostfiles, hosts, native, netns
+from pytest_dgxspark.testbed import captures, hostfiles, hosts, native, netns
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or not shutil.which("unshare") or not os.path.exists("/usr/sbin/sshd"),
@@ -93,7 +94,7 @@ def running(spec: dict[str, Any], base: Path, keypair: Path, slot: int, name: st
                           f"  ConnectTimeout 5\n  BatchMode yes\n  ControlMaster auto\n"
                           f"  ControlPath {control_dir}/%C\n  ControlPersist 30\n")
         start = time.monotonic()
-        handle = hosts.start_host(name, spec, node_dir=base / "node", link=link,
+        handle = hosts.start_host(name, spec, node_dir=base / "node", link=link, scenario="hosts-test",
                                   authorized_key=keypair.with_suffix(".pub").read_text(), host_key_dir=base / "keys")
         yield Node(handle, link, config, time.monotonic() - start)
     finally:
@@ -116,6 +117,26 @@ def test_a_healthy_host_starts_within_seconds_and_counts_ssh_logins(healthy: Nod
     result = healthy.ssh("hostname", 20, "-S", "none")
     assert (result.returncode, result.stdout) == (0, "gpu-01\n"), result.stderr
     assert hosts.ssh_connection_count(healthy.handle.node_dir) == before + 1
+
+
+def test_every_host_names_its_scenario_and_sshd_names_the_testbed(healthy: Node) -> None:
+    assert healthy.ssh("cat /etc/dgxspark-testbed").stdout == "hosts-test\n"
+    with socket.create_connection((healthy.handle.address, 22), timeout=5) as sock:
+        banner = sock.recv(256)
+    assert banner.startswith(b"SSH-2.0-OpenSSH_") and banner.endswith(b" dgxspark-testbed\r\n"), banner
+
+
+def test_config_yaml_is_written_from_the_hosts_own_data() -> None:
+    context = {"hostname": "gpu-01", "node_ip": "10.0.0.2", "name": "gpu-01"}
+    assert hostfiles.rke2_config_yaml(hosts.host_spec({}), context) == (
+        'write-kubeconfig-mode: "0600"\nnode-name: gpu-01\ncni: cilium\ndisable-kube-proxy: false\nnode-label:\n'
+        "  - node.tirosh.ai/role=gpu\n  - node.tirosh.ai/workload=ai\n  - node.tirosh.ai/model=dgx-spark\n"
+        "  - nvidia.com/gpu.present=true\n")
+    own = hosts.host_spec({"rke2_config": {"cni": "canal", "disable-kube-proxy": True}, "node_labels": ["a.b/c=d"],
+                           "node_taints": ["nvidia.com/gpu=present:NoSchedule"]})
+    assert hostfiles.rke2_config_yaml(own, context) == (
+        'write-kubeconfig-mode: "0600"\nnode-name: gpu-01\ncni: canal\ndisable-kube-proxy: true\n'
+        "node-label:\n  - a.b/c=d\nnode-taint:\n  - nvidia.com/gpu=present:NoSchedule\n")
 
 
 def test_testinfra_sees_ubuntu_on_aarch64_with_rke2_state(healthy: Node) -> None:
@@ -155,7 +176,9 @@ def test_nvidia_smi_prints_the_gb10_formats(healthy: Node) -> None:
     assert table.returncode == 0
     assert "| NVIDIA-SMI 580.95.05              Driver Version: 580.95.05      CUDA Version: 13.0     |" in table.stdout
     assert "|   0  NVIDIA GB10                    On  |   0000000F:01:00.0 Off |                  N/A |" in table.stdout
-    assert "| N/A   41C    P8              4W /  N/A  | Not Supported          |      0%      Default |" in table.stdout
+    assert "| N/A   40C    P8              4W /  N/A  | Not Supported          |      0%      Default |" in table.stdout
+    # header and GPU rows byte for byte as the captured DGX Spark table (k8s-device-plugin#1482)
+    assert table.stdout.splitlines()[1:12] == captures.body("gb10-nvidia-smi.txt").splitlines()[:11]
     listing = healthy.ssh("nvidia-smi -L").stdout
     assert listing == "GPU 0: NVIDIA GB10 (UUID: GPU-5e4c3a8e-8f0b-6d2a-91c7-3b1f0e2d4a67)\n"
     csv = healthy.ssh("nvidia-smi --query-gpu=index,name,memory.total,memory.used --format=csv")
@@ -213,6 +236,38 @@ def test_the_node_cannot_write_the_real_root(healthy: Node) -> None:
     assert not Path("/etc/rancher").exists() and not Path("/usr/lib/aarch64-linux-gnu/libnvidia-ml.so.1").exists()
 
 
+H100_UUIDS = [line.split(": ")[1] for line in captures.body("h100-8gpu-nvidia-smi-q.txt").splitlines() if "GPU UUID" in line]
+H100_BUSES = [line.split()[1] for line in captures.body("h100-8gpu-nvidia-smi-q.txt").splitlines() if line.startswith("GPU 0000")]
+
+
+def test_an_eight_gpu_x86_64_h100_host_answers_like_the_captured_one(tmp_path: Path, keypair: Path, slot: int) -> None:
+    spec = {"arch": "x86_64", "kernel": "6.8.0-49-generic", "os": {"dgx_release": None}, "network": {"interface": "eno1"},
+            "driver": {"version": "565.57.01"}, "cuda_version": "12.7",
+            "gpus": [{"name": "NVIDIA H100 80GB HBM3", "uuid": u, "bus_id": b} for u, b in zip(H100_UUIDS, H100_BUSES)],
+            "files": {"/proc/driver/nvidia/version": {"capture": "proc-driver-nvidia-version-open-x86_64.txt"}},
+            "outputs": {"nvidia-smi -q": {"capture": "h100-8gpu-nvidia-smi-q.txt"}},
+            "journals": {"rke2-server.service": "Nov 29 18:00:01 dc-01 rke2[1201]: first\nNov 29 18:00:02 dc-01 rke2[1201]: second\n"}}
+    with running(spec, tmp_path, keypair, slot, name="dc-01") as node:
+        assert node.ssh("uname -m").stdout == "x86_64\n"
+        ldconfig = node.ssh("ldconfig -p | grep libnvidia-ml.so.1").stdout
+        assert "libnvidia-ml.so.1 (libc6,x86-64) => " in ldconfig and "/x86_64-linux-gnu/libnvidia-ml.so.1" in ldconfig
+        assert node.ssh("cat /proc/driver/nvidia/version").stdout == captures.body("proc-driver-nvidia-version-open-x86_64.txt")
+        assert node.ssh("nvidia-smi -q").stdout == captures.body("h100-8gpu-nvidia-smi-q.txt")
+        assert node.ssh("nvidia-smi -L").stdout == "".join(
+            f"GPU {i}: NVIDIA H100 80GB HBM3 (UUID: {u})\n" for i, u in enumerate(H100_UUIDS))
+        csv = node.ssh("nvidia-smi --query-gpu=index,memory.total,memory.free,compute_cap,pci.device_id --format=csv,noheader")
+        assert csv.stdout.splitlines()[7] == "7, 81559 MiB, 81106 MiB, 9.0, 0x233010DE"
+        rows = node.ssh("nvidia-smi").stdout.splitlines()
+        captured = captures.body("h100-8gpu-nvidia-smi.txt").splitlines()
+        assert rows[2] == captured[1]  # the NVIDIA-SMI header line, as captured
+        assert [r[:42] + r[66:] for r in rows[8:40:4]] == [c[:42] + c[66:] for c in captured[7:39:4]]  # name, bus, ECC
+        assert [len(r) for r in rows[8:40]] == [len(c) for c in captured[7:39]]
+        probe = json.loads(node.ssh(f"python3 -c '{NVML_PROBE}'").stdout)
+        assert (probe["count"], probe["name"], probe["memory_rc"], probe["compute"]) == (8, "NVIDIA H100 80GB HBM3", 0, "9.0")
+        assert node.ssh("journalctl -u rke2-server --no-pager -n 1").stdout == "Nov 29 18:00:02 dc-01 rke2[1201]: second\n"
+        assert node.ssh("journalctl -u rke2-agent").stdout == "-- No entries --\n"
+
+
 def test_driver_not_loaded_fails_like_the_real_driver(tmp_path: Path, keypair: Path, slot: int) -> None:
     with running({"driver": {"loaded": False}}, tmp_path, keypair, slot) as node:
         smi = node.ssh("nvidia-smi")
@@ -252,6 +307,39 @@ def test_faults_hang_proprietary_missing_nvml_and_docker_cri(tmp_path: Path, key
         crictl = node.ssh("/var/lib/rancher/rke2/bin/crictl version")
         assert crictl.returncode == 1
         assert "dial unix /run/k3s/containerd/containerd.sock: connect: no such file or directory" in crictl.stderr
+
+
+def test_a_dropped_host_kills_the_session_and_refuses_later_connections(tmp_path: Path, keypair: Path, slot: int) -> None:
+    with running({"faults": {"drop_after": 2}}, tmp_path, keypair, slot) as node:
+        assert [node.ssh("hostname", 10, "-S", "none").returncode for _ in range(2)] == [0, 0]
+        dropped = node.ssh("hostname", 10, "-S", "none")
+        assert dropped.returncode == 255 and dropped.stdout == ""
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection((node.handle.address, 22), timeout=3).close()
+
+
+def test_a_frozen_host_keeps_tcp_up_while_its_commands_hang(tmp_path: Path, keypair: Path, slot: int) -> None:
+    with running({"faults": {"freeze_after": 1}}, tmp_path, keypair, slot) as node:
+        assert node.ssh("hostname", 10, "-S", "none").stdout == "gpu-01\n"
+        with pytest.raises(subprocess.TimeoutExpired):
+            node.ssh("hostname", 3, "-S", "none")
+        with socket.create_connection((node.handle.address, 22), timeout=3) as sock:
+            assert sock.recv(64).startswith(b"SSH-2.0-")
+
+
+def test_latency_delays_every_ssh_command(tmp_path: Path, keypair: Path, slot: int) -> None:
+    with running({"faults": {"latency_ms": 300}}, tmp_path, keypair, slot) as node:
+        node.ssh("true")  # opens the shared master connection
+        start = time.monotonic()
+        assert node.ssh("echo ok").stdout == "ok\n"
+        assert time.monotonic() - start >= 0.3
+
+
+def test_fault_keys_are_checked() -> None:
+    with pytest.raises(ValueError, match=r"faults.freeze: unknown; expected one of \['drop_after', 'freeze_after', 'latency_ms'\]"):
+        hosts.host_spec({"faults": {"freeze": 1}})
+    with pytest.raises(ValueError, match=r"faults.latency_ms must be a whole number >= 0"):
+        hosts.host_spec({"faults": {"latency_ms": "20ms"}})
 
 
 def test_unreachable_host_refuses_connections(tmp_path: Path, keypair: Path, slot: int) -> None:
@@ -320,3 +408,28 @@ def test_subnet_slots_are_exclusive_and_released() -> None:
     with pytest.raises(ValueError, match="at most 15 characters"):
         netns.create("a-netns-name-too-long", "x", "172.29.1.1", "172.29.1.2")
     netns.destroy("dgxs-never-created")
+
+
+def test_a_changed_site_never_reaches_the_hosts_and_the_inventory_copies_its_claims(tmp_path: Path) -> None:
+    from pytest_dgxspark.testbed import Testbed
+
+    site = tmp_path / "site"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "sites" / "tirosh-home", site)
+    vars_file = site / "rke2" / "vars.yml"
+    vars_file.write_text(vars_file.read_text().replace("node.tirosh.ai/workload=ai", "node.tirosh.ai/workload=batch"))
+    inventory = site / "inventory.yml"
+    inventory.write_text(inventory.read_text().replace("dgxspark_gpu_product: NVIDIA GB10", "dgxspark_gpu_product: NVIDIA GB20"))
+    with Testbed("heterogeneous", tmp_path / "tb", site=site) as testbed:
+        written = yaml.safe_load(testbed.inventory.read_text())["all"]["children"]
+        gpu01 = written["rke2_servers"]["hosts"]["gpu-01"]
+        assert {k: v for k, v in gpu01.items() if not k.startswith("ansible_")} == {  # the site's claims, as written
+            "dgxspark_gpu": True, "dgxspark_model": "dgx-spark", "dgxspark_gpu_product": "NVIDIA GB20"}
+        assert gpu01["ansible_host"].startswith("172.29.")  # the testbed's address, never the site's 192.168.x
+        agents = written["rke2_agents"]["hosts"]
+        assert {k: v for k, v in agents["dc-01"].items() if not k.startswith("ansible_")} == {
+            "dgxspark_gpu": True, "dgxspark_model": "hgx-h100", "dgxspark_gpu_product": "NVIDIA H100 80GB HBM3",
+            "rke2_node_labels": ["node.tirosh.ai/role=gpu", "node.tirosh.ai/workload=ai", "node.tirosh.ai/model=hgx-h100"]}
+        assert "dgxspark_gpu_product" not in agents["cpu-01"]
+        config = subprocess.run(["ssh", "-F", str(testbed.ssh_config), "gpu-01", "cat /etc/rancher/rke2/config.yaml"],
+                                capture_output=True, text=True, timeout=20).stdout
+        assert "  - node.tirosh.ai/workload=ai\n" in config and "batch" not in config

@@ -14,11 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_dgxspark.testbed import hostfiles, netns
+from pytest_dgxspark.testbed import captures, hardware, hostfiles, netns
 from pytest_dgxspark.testbed.scenario import deep_merge as merge
 
 NODEINIT = Path(__file__).resolve().parent / "native" / "nodeinit.py"
 START_TIMEOUT_S = 30.0
+IDENTITY = "dgxspark-testbed"  # sshd's VersionAddendum: the banner reads `SSH-2.0-OpenSSH_<v> dgxspark-testbed`
 STOP_TIMEOUT_S = 10.0
 _ACCEPTED = re.compile(r"\bAccepted \S+ for \S+ from ")
 
@@ -30,6 +31,8 @@ DEFAULTS: dict[str, Any] = {
     "kernel": "6.17.0-1014-nvidia",
     "kernel_version": "#14-Ubuntu SMP PREEMPT_DYNAMIC Thu Oct 16 09:56:19 UTC 2025",
     "arch": "aarch64",
+    "cpus": 20,                # kubelet capacity cpu / memory of a DGX Spark (20 Arm cores, 128 GB LPDDR5X)
+    "memory_kib": 125506464,
     "driver": {"loaded": True, "version": "580.95.05", "flavour": "open", "smi": "ok"},
     "cuda_version": "13.0",
     "gpus": [{"name": "NVIDIA GB10", "uuid": "GPU-5e4c3a8e-8f0b-6d2a-91c7-3b1f0e2d4a67", "bus_id": "0000000F:01:00.0",
@@ -65,9 +68,15 @@ DEFAULTS: dict[str, Any] = {
     "files": {},
     "containerd_socket": True,
     "nri": True,
-    # RKE2 node-label of config.yaml (the testbed puts the site's rke2_node_labels here on the target node)
+    # /etc/rancher/rke2/config.yaml as tirosh-home's provisioning writes it; node_labels/node_taints become
+    # node-label/node-taint. The scenario's own data: never read from --site, so a changed site shows drift.
+    "rke2_config": {"write-kubeconfig-mode": "0600", "node-name": "{hostname}", "cni": "cilium", "disable-kube-proxy": False},
     "node_labels": ["node.tirosh.ai/role=gpu", "node.tirosh.ai/workload=ai", "node.tirosh.ai/model=dgx-spark",
                     "nvidia.com/gpu.present=true"],
+    "node_taints": [],
+    "outputs": {},             # verbatim command results: "<command line>" -> text | {capture} | {stdout, stderr, rc}
+    "journals": {},            # unit -> its journal (journalctl -u <unit>): text | {capture}
+    "faults": {},              # SSH session faults: drop_after, freeze_after (commands), latency_ms
     "unreachable": False,
 }
 
@@ -108,9 +117,43 @@ def host_spec(spec: dict[str, Any] | None, *, name: str | None = None, role: str
     for key in ("hostname", "kernel", "arch"):
         if not isinstance(merged.get(key), str) or not merged[key]:
             problems.append(f"{key} must be a non-empty string, got {merged.get(key)!r}")
+    if merged.get("arch") not in hardware.KUBE_ARCH:
+        problems.append(f"arch must be one of {sorted(hardware.KUBE_ARCH)} (uname -m), got {merged.get('arch')!r}")
+    for key in ("cpus", "memory_kib"):
+        if not isinstance(merged.get(key), int) or merged[key] < 1:
+            problems.append(f"{key} must be a whole number >= 1, got {merged.get(key)!r}")
+    try:
+        merged["gpus"] = hardware.normalize_gpus(merged.get("gpus", []), seed=str(merged.get("hostname")))
+    except ValueError as exc:
+        problems.append(str(exc))
+    for key in ("outputs", "journals"):
+        if not isinstance(merged.get(key), dict):
+            problems.append(f"{key} must be a mapping, got {type(merged.get(key)).__name__}")
+            continue
+        for item, value in list(merged[key].items()):
+            try:
+                merged[key][item] = captures.output(value, where=f"{key}.{item}")
+            except ValueError as exc:
+                problems.append(str(exc))
+    problems += _fault_problems(merged.get("faults"))
     if problems:
         raise ValueError("nodes.<name>.host: " + "; ".join(problems))
     return merged
+
+
+FAULT_KEYS = {"drop_after": "commands after which the SSH connection is dropped (sshd killed: later connects refused)",
+              "freeze_after": "commands after which the host freezes (commands hang, TCP stays up)",
+              "latency_ms": "delay added to every SSH command, in milliseconds"}
+
+
+def _fault_problems(faults: Any) -> list[str]:
+    if not isinstance(faults, dict):
+        return [f"faults must be a mapping, got {type(faults).__name__}"]
+    problems = [f"faults.{k}: unknown; expected one of {sorted(FAULT_KEYS)}" for k in sorted(set(faults) - set(FAULT_KEYS))]
+    for key in sorted(set(faults) & set(FAULT_KEYS)):
+        if not isinstance(faults[key], int) or isinstance(faults[key], bool) or faults[key] < 0:
+            problems.append(f"faults.{key} must be a whole number >= 0 ({FAULT_KEYS[key]}), got {faults[key]!r}")
+    return problems
 
 
 def _ensure_host_key(host_key_dir: Path) -> Path:
@@ -123,10 +166,14 @@ def _ensure_host_key(host_key_dir: Path) -> Path:
     return key
 
 
-def _sshd_config(node_dir: Path, link: netns.Link, host_key: Path) -> Path:
+def _sshd_config(node_dir: Path, link: netns.Link, host_key: Path, *, faults: bool = False) -> Path:
+    """sshd's config; `VersionAddendum dgxspark-testbed` names the testbed in the banner every client sees. With host
+    faults every session runs through the fault wrapper (ForceCommand), which then runs the asked command."""
     config = node_dir / "sshd_config"
+    force = f"ForceCommand {hostfiles.SESSION_WRAPPER}\n" if faults else ""
     config.write_text(
         f"ListenAddress {link.node_ip}:22\nHostKey {host_key}\nPidFile {node_dir / 'sshd.pid'}\n"
+        f"VersionAddendum {IDENTITY}\n{force}"
         f"AuthorizedKeysFile {node_dir / 'authorized_keys'}\nPermitRootLogin prohibit-password\n"
         "PubkeyAuthentication yes\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n"
         "StrictModes no\nLogLevel VERBOSE\nPrintMotd no\nPrintLastLog no\nUseDNS no\nMaxSessions 64\n"
@@ -184,7 +231,7 @@ def _wait_ssh(address: str, deadline: float) -> str | None:
 
 def start_host(name: str, spec: dict[str, Any], *, node_dir: Path, link: netns.Link, authorized_key: str,
                host_key_dir: Path, scenario_dir: Path | None = None, cache_dir: Path | None = None,
-               role: str = "server", timeout: float = START_TIMEOUT_S) -> HostHandle:
+               role: str = "server", timeout: float = START_TIMEOUT_S, scenario: str = "") -> HostHandle:
     """Start one simulated host in `link.netns`; returns once sshd answers (or, when unreachable, once set up)."""
     spec = host_spec(spec, name=name, role=role)
     node_dir = Path(node_dir).resolve()
@@ -192,9 +239,9 @@ def start_host(name: str, spec: dict[str, Any], *, node_dir: Path, link: netns.L
     for stale in ("ready", "init-error.txt"):
         (node_dir / stale).unlink(missing_ok=True)
     rendered = hostfiles.render(name, spec, node_dir / "root", node_ip=link.node_ip, prefix=link.prefix,
-                                gateway=link.host_ip, scenario_dir=scenario_dir, cache_dir=cache_dir)
+                                gateway=link.host_ip, scenario_dir=scenario_dir, cache_dir=cache_dir, scenario=scenario)
     (node_dir / "authorized_keys").write_text(authorized_key.strip() + "\n")
-    config = _sshd_config(node_dir, link, _ensure_host_key(Path(host_key_dir)))
+    config = _sshd_config(node_dir, link, _ensure_host_key(Path(host_key_dir)), faults=bool(spec["faults"]))
     (node_dir / "sshd.log").touch()
     _rename_interface(link, spec["network"]["interface"])
     plan = {

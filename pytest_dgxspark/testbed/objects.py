@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from pytest_dgxspark.testbed import components
+from pytest_dgxspark.testbed import components, hardware
 from pytest_dgxspark.testbed.podshape import container, meta, status_for, suffix, ts
 from pytest_dgxspark.testbed.scenario import Scenario
 
@@ -123,30 +123,33 @@ def node(ctx: Context, name: str) -> dict[str, Any]:
     server, gpu, ip = spec.get("role", "server") == "server", spec.get("gpu", True), ctx.node_ips[name]
     kernel = kube.get("kernel", (spec.get("host") or {}).get("kernel", KERNEL))
     driver = kube.get("driver_version", DRIVER)
-    labels = {"beta.kubernetes.io/arch": "arm64", "beta.kubernetes.io/instance-type": "rke2", "beta.kubernetes.io/os": "linux",
-              "kubernetes.io/arch": "arm64", "kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+    hw = hardware.facts((spec.get("host") or {}), name=name)  # arch, CPUs, memory, GPUs from the node's host data
+    labels = {"beta.kubernetes.io/arch": hw.kube_arch, "beta.kubernetes.io/instance-type": "rke2", "beta.kubernetes.io/os": "linux",
+              "kubernetes.io/arch": hw.kube_arch, "kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
               "node.kubernetes.io/instance-type": "rke2"}
     if server:
         labels.update({f"node-role.kubernetes.io/{r}": "true" for r in ("control-plane", "etcd", "master")})
     labels.update(site_labels(ctx, name))
     kmaj, kmin = kernel.split(".")[:2]
-    labels.update({"feature.node.kubernetes.io/cpu-model.vendor_id": "ARM", "feature.node.kubernetes.io/kernel-version.full": kernel,
+    labels.update({"feature.node.kubernetes.io/cpu-model.vendor_id": hw.cpu_vendor, "feature.node.kubernetes.io/kernel-version.full": kernel,
                    "feature.node.kubernetes.io/kernel-version.major": kmaj, "feature.node.kubernetes.io/kernel-version.minor": kmin,
                    "feature.node.kubernetes.io/kernel-version.revision": "0", "feature.node.kubernetes.io/system-os_release.ID": "ubuntu",
                    "feature.node.kubernetes.io/system-os_release.VERSION_ID": "24.04",
                    "feature.node.kubernetes.io/system-os_release.VERSION_ID.major": "24",
                    "feature.node.kubernetes.io/system-os_release.VERSION_ID.minor": "04"})
-    gpus = kube.get("gpus", 1 if gpu else 0)
+    gpus = kube.get("gpus", len(hw.gpus) if gpu else 0)
     if gpu:
         labels["feature.node.kubernetes.io/pci-10de.present"] = "true"
-        labels.update(_gpu_labels(ctx, kube, driver, gpus))
+        labels.update(_gpu_labels(ctx, kube, driver, gpus, hw))
     for key, value in (kube.get("labels") or {}).items():
         if value is None:
             labels.pop(key, None)
         else:
             labels[key] = str(value)
-    capacity = {"cpu": "20", "ephemeral-storage": "3771999944Ki", "hugepages-1Gi": "0", "hugepages-2Mi": "0",
-                "hugepages-32Mi": "0", "hugepages-64Ki": "0", "memory": "125506464Ki", "pods": "110"}
+    capacity = {"cpu": str(hw.cpus), "ephemeral-storage": "3771999944Ki", "hugepages-1Gi": "0", "hugepages-2Mi": "0",
+                "memory": f"{hw.memory_kib}Ki", "pods": "110"}
+    if hw.arch == "aarch64":  # arm64 kernels with 4k pages also offer 32Mi and 64Ki huge pages
+        capacity.update({"hugepages-32Mi": "0", "hugepages-64Ki": "0"})
     allocatable = dict(capacity, **{"ephemeral-storage": "3669421189933"})
     if gpus:
         capacity["nvidia.com/gpu"] = str(gpus)
@@ -192,7 +195,7 @@ def node(ctx: Context, name: str) -> dict[str, Any]:
             "addresses": [{"type": "InternalIP", "address": ip}, {"type": "Hostname", "address": name}],
             "allocatable": allocatable, "capacity": capacity, "conditions": conds,
             "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
-            "nodeInfo": {"architecture": "arm64", "bootID": _uuid(ctx, name + "boot"), "kubeProxyVersion": "",
+            "nodeInfo": {"architecture": hw.kube_arch, "bootID": _uuid(ctx, name + "boot"), "kubeProxyVersion": "",
                          "containerRuntimeVersion": kube.get("container_runtime", CONTAINERD), "kernelVersion": kernel,
                          "kubeletVersion": kube.get("kubelet_version", ctx.scenario.cluster.get("version", RKE2_VERSION)),
                          "machineID": _uuid(ctx, name + "machine").replace("-", ""), "operatingSystem": "linux",
@@ -202,7 +205,7 @@ def node(ctx: Context, name: str) -> dict[str, Any]:
     }
 
 
-def _gpu_labels(ctx: Context, kube: dict[str, Any], driver: str, gpus: int) -> dict[str, str]:
+def _gpu_labels(ctx: Context, kube: dict[str, Any], driver: str, gpus: int, hw: hardware.NodeFacts) -> dict[str, str]:
     labels: dict[str, str] = {}
     operator = ctx.scenario.cluster.get("gpu_operator") or {}
     if operator.get("installed", True) and kube.get("operator_labels", True):
@@ -221,10 +224,14 @@ def _gpu_labels(ctx: Context, kube: dict[str, Any], driver: str, gpus: int) -> d
             "nvidia.com/cuda.runtime-version.full": cuda, "nvidia.com/cuda.runtime-version.major": cuda.split(".")[0],
             "nvidia.com/cuda.runtime-version.minor": cuda.split(".")[1], "nvidia.com/cuda.runtime.major": cuda.split(".")[0],
             "nvidia.com/cuda.runtime.minor": cuda.split(".")[1], "nvidia.com/gfd.timestamp": str(int(ctx.created) + 120),
-            "nvidia.com/gpu.compute.major": "12", "nvidia.com/gpu.compute.minor": "1", "nvidia.com/gpu.count": str(gpus or 1),
-            "nvidia.com/gpu.family": "blackwell", "nvidia.com/gpu.product": kube.get("gpu_product", "NVIDIA-GB10"),
-            "nvidia.com/gpu.replicas": "1", "nvidia.com/gpu.sharing-strategy": "none", "nvidia.com/mig.capable": "false",
+            "nvidia.com/gpu.compute.major": (hw.compute or ("12", "1"))[0], "nvidia.com/gpu.compute.minor": (hw.compute or ("12", "1"))[1],
+            "nvidia.com/gpu.count": str(gpus or 1), "nvidia.com/gpu.family": hw.family or "blackwell",
+            "nvidia.com/gpu.product": kube.get("gpu_product", hw.gfd_product or "NVIDIA-GB10"),
+            "nvidia.com/gpu.replicas": "1", "nvidia.com/gpu.sharing-strategy": "none",
+            "nvidia.com/mig.capable": "true" if hw.mig_capable else "false",
             "nvidia.com/mps.capable": "false"})
+        if hw.gpus and hw.gpus[0].get("memory") not in (None, "not-supported"):  # GFD omits it on unified memory
+            labels["nvidia.com/gpu.memory"] = str(hw.gpus[0]["memory"])
         if kube.get("gpu_machine"):
             labels["nvidia.com/gpu.machine"] = str(kube["gpu_machine"])
     return labels

@@ -23,6 +23,11 @@ READY_TIMEOUT_S = 15.0
 SERVER_MODULE = "pytest_dgxspark.testbed.apiserver"
 
 
+# Inventory host vars that say how to reach a host: the testbed's own, never the site's (its 192.168.x addresses).
+CONNECTION_VARS = frozenset({"ansible_host", "ansible_port", "ansible_user", "ansible_ssh_private_key_file",
+                             "ansible_ssh_common_args", "ansible_ssh_extra_args", "ansible_password", "ansible_become_password"})
+
+
 class TestbedError(RuntimeError):
     """The testbed could not be brought up; the message says which step and why."""
 
@@ -46,6 +51,31 @@ def load_site(site: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     except SiteError as exc:
         raise TestbedError(f"site {site}: {exc}") from exc
     return dict(loaded.vars), dict(loaded.helmchart)
+
+
+def site_host_vars(site: Path) -> dict[str, dict[str, Any]]:
+    """Each host the site's inventory names -> its host vars (group vars merged), as a run would read them."""
+    from pytest_dgxspark.site import SiteError
+    from pytest_dgxspark.site import load_site as load_validated
+
+    try:
+        loaded = load_validated(Path(site))
+    except SiteError as exc:
+        raise TestbedError(f"site {site}: {exc}") from exc
+    return {host.name: dict(host.vars) for host in loaded.hosts}
+
+
+def host_metadata(node: dict[str, Any]) -> dict[str, Any]:
+    """The RKE2 node-label/node-taint of a node's config.yaml, from the scenario alone: its own `node_labels` and
+    `node_taints`; else the hosts' defaults (tirosh-home's labels, as testbed data) on a GPU node, none on others."""
+    meta: dict[str, Any] = {}
+    if node.get("node_labels") is not None:
+        meta["node_labels"] = [str(item) for item in node["node_labels"]]
+    elif not node.get("gpu", True):
+        meta["node_labels"] = []
+    if node.get("node_taints") is not None:
+        meta["node_taints"] = [str(item) for item in node["node_taints"]]
+    return meta
 
 
 class Testbed:
@@ -166,13 +196,13 @@ class Testbed:
         hosts = importlib.import_module("pytest_dgxspark.testbed.hosts")
         known = []
         for name, spec in self.scenario.nodes.items():
-            host = {"node_labels": objects.rke2_node_labels(self.scenario, site_vars, name), **((spec or {}).get("host") or {})}
+            host = {**host_metadata(spec or {}), **((spec or {}).get("host") or {})}
             node_dir = self.directory / "nodes" / name
             host_key_dir = self.directory / "hostkeys" / name
             host_key_dir.mkdir(parents=True, exist_ok=True)
             handle = hosts.start_host(name, host, node_dir=node_dir, link=links[name],
                                       authorized_key=public_key, host_key_dir=host_key_dir, scenario_dir=self.scenario.directory,
-                                      role=(spec or {}).get("role", "server"))
+                                      role=(spec or {}).get("role", "server"), scenario=self.scenario.name)
             state["hosts"].append({"name": handle.name, "address": handle.address, "port": handle.port, "netns": handle.netns,
                                    "pid": handle.pid, "node_dir": str(handle.node_dir)})
             _write_state(self.directory, state)
@@ -200,19 +230,29 @@ class Testbed:
         return pki.client_cert(ca, "system:admin", "system:masters")
 
     def _write_inventory(self, state: dict[str, Any], links: dict[str, netns.Link], key: Path, site_vars: dict[str, Any]) -> None:
+        """Addresses and credentials are the testbed's; what the site says of a host (dgxspark_gpu, dgxspark_model,
+        dgxspark_gpu_product, rke2_node_labels, ...) is copied from the site's inventory, never invented: a node the
+        site does not name gets only what the scenario declares for it (`gpu`, `model`, `node_labels`, `inventory`)."""
         ports = {h["name"]: (h["address"], h["port"]) for h in state["hosts"]}
+        site_hosts = site_host_vars(self.site_dir)
         groups: dict[str, dict[str, Any]] = {"rke2_servers": {"hosts": {}}, "rke2_agents": {"hosts": {}}}
         ssh_lines = []
         for name, spec in self.scenario.nodes.items():
             spec = spec or {}
             address, port = ports.get(name, (links[name].node_ip, 22))
-            host_vars = {"ansible_host": address, "ansible_port": port, "ansible_user": "root",
-                         "ansible_ssh_private_key_file": str(key), "dgxspark_gpu": bool(spec.get("gpu", True)),
-                         "dgxspark_model": spec.get("model", "dgx-spark" if spec.get("gpu", True) else "generic-arm64")}
-            if spec.get("gpu", True):
-                host_vars["dgxspark_gpu_product"] = "NVIDIA GB10"
-            if spec.get("node_labels") is not None:  # the node's own labels (else the site's, on the GPU target)
-                host_vars["rke2_node_labels"] = objects.rke2_node_labels(self.scenario, site_vars, name)
+            claims = site_hosts.get(name)
+            if claims is None:
+                claims = {"dgxspark_gpu": bool(spec.get("gpu", True))}
+                if spec.get("model") is not None:
+                    claims["dgxspark_model"] = spec["model"]
+                if spec.get("node_labels") is not None:
+                    claims["rke2_node_labels"] = [str(item) for item in spec["node_labels"]]
+                if spec.get("node_taints") is not None:
+                    claims["rke2_node_taints"] = [str(item) for item in spec["node_taints"]]
+                claims.update(spec.get("inventory") or {})
+            host_vars = {**{k: v for k, v in claims.items() if k not in CONNECTION_VARS},
+                         "ansible_host": address, "ansible_port": port, "ansible_user": "root",
+                         "ansible_ssh_private_key_file": str(key)}
             group = "rke2_servers" if spec.get("role", "server") == "server" else "rke2_agents"
             groups[group]["hosts"][name] = host_vars
             ssh_lines.append(f"Host {name} {address}\n  HostName {address}\n  Port {port}\n  User root\n  IdentityFile {key}\n"

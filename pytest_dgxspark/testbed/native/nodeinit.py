@@ -87,9 +87,9 @@ def setup(plan: dict) -> list[int]:
     make_dev(rw, plan["devices"])
     sh("/usr/sbin/ldconfig")  # the real one: the node's ld.so.cache, with libnvidia-ml.so.1 when present
     cache = subprocess.run(["/usr/sbin/ldconfig", "-p"], capture_output=True, text=True, check=True).stdout
-    with open("/etc/dgxspark-testbed/ldconfig-p.txt", "w") as handle:
+    with open("/usr/lib/dgxspark-testbed/ldconfig-p.txt", "w") as handle:
         handle.write(cache)
-    sh("mount", "--bind", "/etc/dgxspark-testbed/shims/ldconfig", "/usr/sbin/ldconfig")
+    sh("mount", "--bind", "/usr/lib/dgxspark-testbed/shims/ldconfig", "/usr/sbin/ldconfig")
     for path in plan["serve_sockets"]:
         serve(path)
     env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root"}

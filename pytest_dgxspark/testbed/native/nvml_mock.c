@@ -1,7 +1,7 @@
 /* Mock libnvidia-ml.so.1 of the dgxspark testbed: answers NVML calls from a key=value file.
  *
  * Constants, struct layouts and error strings follow nvml.h (NVML 12.x/13.x). The data file is
- * $DGXSPARK_NVML_CONF, else /etc/dgxspark-testbed/nvml.conf, read at nvmlInit:
+ * $DGXSPARK_NVML_CONF, else /usr/lib/dgxspark-testbed/nvml.conf, read at nvmlInit:
  *   driver_loaded=1  driver_version=580.95.05  cuda_driver_version=13000  nvml_version=13.580.95.05
  *   gpu_count=1  gpu0.name=NVIDIA GB10  gpu0.uuid=GPU-...  gpu0.bus_id=0000000F:01:00.0
  *   gpu0.memory=not-supported|<MiB>  gpu0.compute=12.1  gpu0.arch=10  gpu0.pci_device_id=<hex or dec>
@@ -83,7 +83,7 @@ static void set_gpu(unsigned int i, const char *key, const char *value) {
 static int load(void) {
     const char *path = getenv("DGXSPARK_NVML_CONF");
     char line[512];
-    FILE *f = fopen(path && *path ? path : "/etc/dgxspark-testbed/nvml.conf", "r");
+    FILE *f = fopen(path && *path ? path : "/usr/lib/dgxspark-testbed/nvml.conf", "r");
     if (!f) return 0;
     memset(gpus, 0, sizeof gpus);
     gpu_count = 0;
