@@ -1,11 +1,13 @@
-"""The simulated Kubernetes API server: HTTPS, auth, REST verbs, watch streams, fault injection, request recording."""
+"""The simulated Kubernetes API server: HTTPS, auth, fault injection, request recording, self-identification.
+
+Routing and verbs live in `handlers` and `writes`, which see a request only through `reply.Exchange`.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 import random
-import re
 import socket
 import ssl
 import sys
@@ -16,44 +18,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from pytest_dgxspark.testbed import handlers, resources
+from pytest_dgxspark.testbed import bootstrap, faults, handlers, resources
 from pytest_dgxspark.testbed.kubelet import Kubelet
+from pytest_dgxspark.testbed.reply import status_body
 from pytest_dgxspark.testbed.store import Store
 
-
-def status_body(code: int, reason: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
-    """A metav1.Status, the body of every API error."""
-    body: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
-                            "reason": reason, "code": code}
-    if details is not None:
-        body["details"] = details
-    return body
-
-
-class Faults:
-    """Deterministic (seeded) latency, 500 errors and dropped connections for requests whose path matches `paths`."""
-
-    def __init__(self, spec: dict[str, Any]) -> None:
-        self.latency = float(spec.get("latency_ms", 0)) / 1000.0
-        self.error_rate = float(spec.get("error_rate", 0))
-        self.drop_rate = float(spec.get("drop_rate", 0))
-        self.paths = re.compile(spec.get("paths") or ".*")
-        self.rng = random.Random(spec.get("seed", 0))
-        self.lock = threading.Lock()
-
-    def decide(self, path: str) -> str | None:
-        """None, "error" or "drop"; latency is slept here."""
-        if not self.paths.search(path):
-            return None
-        with self.lock:
-            roll = self.rng.random()
-        if self.latency:
-            time.sleep(self.latency)
-        if roll < self.drop_rate:
-            return "drop"
-        if roll < self.drop_rate + self.error_rate:
-            return "error"
-        return None
+IDENTITY_HEADER = "X-Dgxspark-Testbed"
 
 
 class Server(ThreadingHTTPServer):
@@ -64,22 +34,34 @@ class Server(ThreadingHTTPServer):
     request_queue_size = 128
 
     def __init__(self, address: tuple[str, int], directory: Path, cluster: str, world: dict[str, Any], tokens: list[str],
-                 faults: dict[str, Any], tls: ssl.SSLContext) -> None:
+                 fault_spec: dict[str, Any], tls: ssl.SSLContext) -> None:
         super().__init__(address, Handler)
         self.socket = tls.wrap_socket(self.socket, server_side=True, do_handshake_on_connect=False)
         self.directory, self.cluster, self.tokens = directory, cluster, set(tokens)
+        self.scenario = str(world.get("scenario") or "unnamed")
         self.settings = world.get("settings") or {}
         self.store = Store()
         self.logs: dict[str, str] = dict(world.get("logs") or {})
         self.kubelet = Kubelet(self.store, self.settings.get("workload") or {}, self.logs)
-        self.faults = Faults(faults or {})
+        self.faults = faults.Faults(fault_spec or {})
         self.record_lock = threading.Lock()
         self.requests_path = directory / "requests.jsonl"
         self.started = time.time()
-        for obj in world.get("objects") or []:
+        self.dead = threading.Event()
+        self.open_connections: set[socket.socket] = set()
+        objects = list(world.get("objects") or [])
+        present = {(o.get("kind"), (o.get("metadata") or {}).get("namespace"), (o.get("metadata") or {}).get("name")) for o in objects}
+        nodes = [o for o in objects if o.get("kind") == "Node"]
+        for extra in bootstrap.kubernetes_service(address[0], address[1]) + bootstrap.leases(nodes, self.started):
+            if (extra["kind"], extra["metadata"]["namespace"], extra["metadata"]["name"]) not in present:
+                objects.append(extra)
+        for obj in objects:
             r = resources.for_object(obj)
-            if r is not None:
-                self.store.put(r.key, obj, event=False)
+            if r is None:
+                continue
+            if r.plural == "nodes":
+                bootstrap.identify(obj, self.scenario)
+            self.store.put(r.key, obj, event=False)
         for r in resources.RESOURCES:
             if not r.builtin:
                 self.store.put("apiextensions.k8s.io/customresourcedefinitions", resources.crd(r), event=False)
@@ -100,6 +82,45 @@ class Server(ThreadingHTTPServer):
         line = json.dumps({"cluster": self.cluster, **entry}) + "\n"
         with self.record_lock, open(self.requests_path, "a") as handle:
             handle.write(line)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if self.dead.is_set():
+            request.close()
+            return
+        with self.record_lock:
+            self.open_connections.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self.record_lock:
+            self.open_connections.discard(request)
+        super().shutdown_request(request)
+
+    def stop_listening(self) -> None:
+        """First half of the fault `die_after`, before the fatal answer goes out: later connects are refused."""
+        if self.dead.is_set():
+            return
+        self.dead.set()
+        print(f"{time.strftime('%H:%M:%S')} apiserver {self.cluster}: dying (fault die_after)", flush=True)
+        try:  # shutdown takes the socket out of LISTEN at once, even while serve_forever's poll still holds it
+            self.socket.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        threading.Thread(target=self.shutdown, daemon=True).start()
+
+    def die(self) -> None:
+        """The fault `die_after`: stop listening and cut every open connection, as a crashed kube-apiserver does.
+
+        The process stays until `down`, so teardown is unchanged.
+        """
+        self.stop_listening()
+        with self.record_lock:
+            doomed = list(self.open_connections)
+        for conn in doomed:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -134,28 +155,38 @@ class Handler(BaseHTTPRequestHandler):
         self.status_sent: int | None = None
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
-        fault = self.server.faults.decide(parts.path)
+        decision = self.server.faults.decide(method, parts.path)
+        faults.sleep(decision)
+        self.fatal = self.server.faults.fatal(method, parts.path)
+        self.died = False
         try:
-            if fault == "drop":
+            if decision.drop:
                 self.close_connection = True
                 try:
                     self.connection.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
-            elif fault == "error":
-                self.send_json(500, status_body(500, "InternalError", "Internal error occurred: etcdserver: request timed out",
-                                                {"causes": [{"message": "etcdserver: request timed out"}]}))
+            elif decision.status:
+                reason, message = faults.MESSAGES[decision.status]
+                causes = {"causes": [{"message": "etcdserver: request timed out"}]} if decision.status == 500 else {}
+                self.send_json(decision.status, status_body(decision.status, reason, message, causes or None))
             elif not self._authenticated():
                 self.send_json(401, status_body(401, "Unauthorized", "Unauthorized"))
             else:
                 handlers.dispatch(self, method, parts.path, query, body)
-        except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
+        except (BrokenPipeError, ConnectionResetError, ssl.SSLError, OSError):
             self.close_connection = True
         finally:
+            died = self.died
+            fault = "die" if died else decision.name
             self.server.record({"method": method, "path": parts.path, "query": query, "status": self.status_sent,
                                 "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + f".{int(time.time() * 1000) % 1000:03d}Z",
                                 "duration_ms": round((time.monotonic() - start) * 1000, 1),
-                                "user_agent": self.headers.get("User-Agent", ""), **({"fault": fault} if fault else {})})
+                                "user_agent": self.headers.get("User-Agent", ""), **({"fault": fault} if fault else {}),
+                                **({"latency_ms": round(decision.latency * 1000)} if decision.latency else {})})
+            if died:
+                self.close_connection = True
+                self.server.die()
 
     def _authenticated(self) -> bool:
         header = self.headers.get("Authorization", "")
@@ -166,6 +197,14 @@ class Handler(BaseHTTPRequestHandler):
         except (ValueError, AttributeError):
             cert = None
         return bool(cert)
+
+    def send_response(self, code: int, message: str | None = None) -> None:
+        """Every answer, errors included, names the testbed scenario (how a client knows it reached a simulation)."""
+        if getattr(self, "fatal", False) and 200 <= code < 300 and self.server.faults.count_death():
+            self.died = True
+            self.server.stop_listening()
+        super().send_response(code, message)
+        self.send_header(IDENTITY_HEADER, self.server.scenario)
 
     def send_json(self, code: int, body: dict[str, Any], content_type: str = "application/json") -> None:
         raw = json.dumps(body).encode()
@@ -223,6 +262,10 @@ def main(argv: list[str] | None = None) -> int:
                     tls_context(args.dir / "pki", args.cluster))
     print(f"{time.strftime('%H:%M:%S')} apiserver {args.cluster} listening on https://{args.listen}:{args.port}", flush=True)
     server.serve_forever(poll_interval=0.2)
+    server.socket.close()
+    if server.dead.is_set():  # died by fault: the kubelets live on; `down` ends the process
+        while True:
+            time.sleep(3600)
     return 0
 
 

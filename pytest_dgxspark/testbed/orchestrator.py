@@ -174,6 +174,7 @@ class Testbed:
         for cluster, (world, spec, link) in worlds.items():
             payload = json.loads(world.to_json())
             payload["faults"] = spec.get("faults") or {}
+            payload["scenario"] = self.scenario.name  # the apiserver names it in every answer and on every Node
             pki.write_private(self.directory / f"{cluster}-world.json", json.dumps(payload))
             if spec.get("unreachable"):
                 continue

@@ -7,6 +7,9 @@ from dataclasses import dataclass
 from typing import Any
 
 READ = ("get", "list", "watch")
+# kinds with a status subresource (writes to the main resource keep the stored status; /status writes only it)
+WITH_STATUS = ("nodes", "pods", "namespaces", "services", "daemonsets", "deployments", "replicasets", "jobs", "helmcharts",
+               "clusterpolicies", "ciliumnodes")
 WRITE = ("create", "delete", "deletecollection", "patch", "update")
 
 
@@ -19,7 +22,7 @@ class Resource:
     kind: str
     namespaced: bool
     short: tuple[str, ...] = ()
-    writable: bool = False
+    writable: bool = True
 
     @property
     def key(self) -> str:
@@ -44,11 +47,12 @@ class Resource:
 
 
 RESOURCES = (
-    Resource("", "v1", "namespaces", "namespace", "Namespace", False, ("ns",), True),
+    Resource("", "v1", "namespaces", "namespace", "Namespace", False, ("ns",)),
     Resource("", "v1", "nodes", "node", "Node", False, ("no",)),
-    Resource("", "v1", "pods", "pod", "Pod", True, ("po",), True),
+    Resource("", "v1", "pods", "pod", "Pod", True, ("po",)),
     Resource("", "v1", "events", "event", "Event", True, ("ev",)),
     Resource("", "v1", "services", "service", "Service", True, ("svc",)),
+    Resource("", "v1", "endpoints", "endpoints", "Endpoints", True, ("ep",)),
     Resource("", "v1", "configmaps", "configmap", "ConfigMap", True, ("cm",)),
     Resource("", "v1", "secrets", "secret", "Secret", True),
     Resource("", "v1", "serviceaccounts", "serviceaccount", "ServiceAccount", True, ("sa",)),
@@ -56,9 +60,11 @@ RESOURCES = (
     Resource("apps", "v1", "deployments", "deployment", "Deployment", True, ("deploy",)),
     Resource("apps", "v1", "replicasets", "replicaset", "ReplicaSet", True, ("rs",)),
     Resource("batch", "v1", "jobs", "job", "Job", True),
+    Resource("coordination.k8s.io", "v1", "leases", "lease", "Lease", True),
     Resource("node.k8s.io", "v1", "runtimeclasses", "runtimeclass", "RuntimeClass", False),
+    # read-only: a CRD created here would not make its resource served, so the testbed refuses rather than pretends
     Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "customresourcedefinition",
-             "CustomResourceDefinition", False, ("crd", "crds")),
+             "CustomResourceDefinition", False, ("crd", "crds"), writable=False),
     Resource("helm.cattle.io", "v1", "helmcharts", "helmchart", "HelmChart", True),
     Resource("helm.cattle.io", "v1", "helmchartconfigs", "helmchartconfig", "HelmChartConfig", True),
     Resource("nvidia.com", "v1", "clusterpolicies", "clusterpolicy", "ClusterPolicy", False),
@@ -100,6 +106,8 @@ def resource_list(group_version: str) -> dict[str, Any] | None:
     if found is None:
         return None
     entries = [r.discovery() for r in found.values()]
+    entries += [{"name": f"{r.plural}/status", "singularName": "", "namespaced": r.namespaced, "kind": r.kind,
+                 "verbs": ["get", "patch", "update"]} for r in found.values() if r.plural in WITH_STATUS]
     if group_version == "v1":
         entries.append({"name": "pods/log", "singularName": "", "namespaced": True, "kind": "Pod", "verbs": ["get"]})
     return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": entries}

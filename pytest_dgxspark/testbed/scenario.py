@@ -9,6 +9,8 @@ from typing import Any
 
 import yaml
 
+from pytest_dgxspark.testbed.faults import Faults, FaultSpecError
+
 BUNDLED_DIR = Path(__file__).parent / "scenarios"
 TOP_LEVEL_KEYS = frozenset({"description", "extends", "nodes", "cluster", "management", "expect"})
 RULE_STATUSES = frozenset({"passed", "failed", "blocked", "error", "not-applicable"})
@@ -161,6 +163,11 @@ def _validate(path: Path, data: dict[str, Any], own: dict[str, Any]) -> None:
             role = (node or {}).get("role", "server")
             if role not in NODE_ROLES:
                 problems.append(f"nodes.{name}.role: {role!r}, expected one of {sorted(NODE_ROLES)}")
+    for section in ("cluster", "management"):
+        try:
+            Faults((data.get(section) or {}).get("faults"), f"{section}.faults")
+        except FaultSpecError as exc:
+            problems.append(str(exc))
     expect = own.get("expect") or {}
     if not isinstance(expect, dict) or set(expect) - {"rules", "root_causes"}:
         problems.append("expect: only the keys 'rules' and 'root_causes' are allowed")

@@ -116,7 +116,8 @@ class Store:
     def __init__(self) -> None:
         self._objects: dict[tuple[str, str, str], dict[str, Any]] = {}
         self._rv = 1000
-        self._history: deque[tuple[int, str, str, dict[str, Any]]] = deque(maxlen=HISTORY)
+        # (resourceVersion, resource, event type, object after, object before): watches and consistent list pages
+        self._history: deque[tuple[int, str, str, dict[str, Any], dict[str, Any] | None]] = deque(maxlen=HISTORY)
         self.cond = threading.Condition()
         self.on_change: list[Callable[[str, str, dict[str, Any]], None]] = []
 
@@ -124,8 +125,8 @@ class Store:
     def resource_version(self) -> int:
         return self._rv
 
-    def _record(self, resource: str, kind: str, obj: dict[str, Any]) -> None:
-        self._history.append((self._rv, resource, kind, copy.deepcopy(obj)))
+    def _record(self, resource: str, kind: str, obj: dict[str, Any], before: dict[str, Any] | None = None) -> None:
+        self._history.append((self._rv, resource, kind, copy.deepcopy(obj), before))
         self.cond.notify_all()
 
     def put(self, resource: str, obj: dict[str, Any], *, event: bool = True) -> dict[str, Any]:
@@ -133,13 +134,14 @@ class Store:
         md = obj.setdefault("metadata", {})
         key = (resource, md.get("namespace", ""), md["name"])
         with self.cond:
-            existed = key in self._objects
+            before = self._objects.get(key)
+            existed = before is not None
             self._rv += 1
             md["resourceVersion"] = str(self._rv)
             md.setdefault("creationTimestamp", ts(time.time()))
             self._objects[key] = obj
             if event:
-                self._record(resource, "MODIFIED" if existed else "ADDED", obj)
+                self._record(resource, "MODIFIED" if existed else "ADDED", obj, copy.deepcopy(before))
             snapshot = copy.deepcopy(obj)
         for hook in self.on_change:
             hook(resource, "MODIFIED" if existed else "ADDED", snapshot)
@@ -151,20 +153,45 @@ class Store:
             obj = self._objects.get((resource, namespace, name))
             if obj is None:
                 return None
+            before = copy.deepcopy(obj)
             change(obj)
             self._rv += 1
             obj["metadata"]["resourceVersion"] = str(self._rv)
-            self._record(resource, "MODIFIED", obj)
+            self._record(resource, "MODIFIED", obj, before)
             return copy.deepcopy(obj)
+
+    def replace(self, resource: str, namespace: str, name: str,
+                compute: Callable[[dict[str, Any]], dict[str, Any] | None]) -> tuple[dict[str, Any] | None, bool]:
+        """Swap the stored object for `compute(copy)` under the lock: (the object now stored, whether it changed).
+
+        `compute` may raise to refuse; returning None (or an equal object) writes nothing and keeps the resourceVersion,
+        as etcd3's GuaranteedUpdate skips a no-op write. (None, False) when the object is gone.
+        """
+        with self.cond:
+            old = self._objects.get((resource, namespace, name))
+            if old is None:
+                return None, False
+            new = compute(copy.deepcopy(old))
+            if new is None or new == old:
+                return copy.deepcopy(old), False
+            self._rv += 1
+            new["metadata"]["resourceVersion"] = str(self._rv)
+            self._objects[(resource, namespace, name)] = new
+            self._record(resource, "MODIFIED", new, copy.deepcopy(old))
+            snapshot = copy.deepcopy(new)
+        for hook in self.on_change:
+            hook(resource, "MODIFIED", snapshot)
+        return snapshot, True
 
     def delete(self, resource: str, namespace: str, name: str) -> dict[str, Any] | None:
         with self.cond:
             obj = self._objects.pop((resource, namespace, name), None)
             if obj is None:
                 return None
+            before = copy.deepcopy(obj)
             self._rv += 1
             obj["metadata"]["resourceVersion"] = str(self._rv)
-            self._record(resource, "DELETED", obj)
+            self._record(resource, "DELETED", obj, before)
             return copy.deepcopy(obj)
 
     def get(self, resource: str, namespace: str, name: str) -> dict[str, Any] | None:
@@ -178,6 +205,29 @@ class Store:
                      if r == resource and (namespace is None or ns == namespace)]
             return items, self._rv
 
+    def list_at(self, resource: str, namespace: str | None, rv: int) -> list[dict[str, Any]] | None:
+        """The objects of `resource` as they were at resourceVersion `rv` (a list continued from a token), sorted by key;
+        None when the history no longer reaches back that far (the API answers 410 Expired)."""
+        with self.cond:
+            if rv > self._rv:
+                return None
+            oldest = self._history[0][0] if self._history else self._rv + 1
+            if len(self._history) == HISTORY and rv < oldest - 1:
+                return None
+            state = {key: obj for key, obj in self._objects.items() if key[0] == resource}
+            for event_rv, res, kind, obj, before in reversed(self._history):
+                if event_rv <= rv:
+                    break
+                if res != resource:
+                    continue
+                key = (resource, obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
+                if kind == "ADDED" or before is None:
+                    state.pop(key, None)
+                else:
+                    state[key] = before
+            return [copy.deepcopy(o) for k, o in sorted(state.items(), key=lambda kv: kv[0])
+                    if namespace is None or k[1] == namespace]
+
     def events_since(self, rv: int, timeout: float) -> tuple[list[tuple[int, str, str, dict[str, Any]]], bool]:
         """History entries newer than `rv` (waiting up to `timeout`); the flag says `rv` is too old to serve."""
         deadline = time.monotonic() + timeout
@@ -185,7 +235,7 @@ class Store:
             while True:
                 if self._history and rv < self._history[0][0] - 1 and len(self._history) == HISTORY:
                     return [], True
-                newer = [e for e in self._history if e[0] > rv]
+                newer = [e[:4] for e in self._history if e[0] > rv]
                 left = deadline - time.monotonic()
                 if newer or left <= 0:
                     return newer, False

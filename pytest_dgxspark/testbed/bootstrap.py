@@ -1,0 +1,64 @@
+"""Objects a real control plane keeps by itself: the `default/kubernetes` Service and Endpoints, node heartbeat Leases,
+leader-election Leases, and the testbed's self-identification on every Node."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from pytest_dgxspark.testbed.podshape import ts
+
+SCENARIO_ANNOTATION = "testbed.dgxspark.io/scenario"
+SERVICE_IP = "10.43.0.1"  # first address of RKE2's default service CIDR 10.43.0.0/16
+LEADERS = ("kube-controller-manager", "kube-scheduler", "cloud-controller-manager")
+
+
+def _meta(name: str, namespace: str, labels: dict[str, str] | None = None, **extra: Any) -> dict[str, Any]:
+    md: dict[str, Any] = {"name": name, "namespace": namespace, "uid": str(uuid.uuid4()), "creationTimestamp": ts(time.time() - 2 * 86400)}
+    if labels:
+        md["labels"] = labels
+    md.update(extra)
+    return md
+
+
+def kubernetes_service(server_ip: str, port: int) -> list[dict[str, Any]]:
+    """What kube-apiserver's bootstrap controller reconciles: Service and Endpoints `default/kubernetes`."""
+    service = {"apiVersion": "v1", "kind": "Service",
+               "metadata": _meta("kubernetes", "default", {"component": "apiserver", "provider": "kubernetes"}),
+               "spec": {"clusterIP": SERVICE_IP, "clusterIPs": [SERVICE_IP], "internalTrafficPolicy": "Cluster",
+                        "ipFamilies": ["IPv4"], "ipFamilyPolicy": "SingleStack",
+                        "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": port}],
+                        "sessionAffinity": "None", "type": "ClusterIP"},
+               "status": {"loadBalancer": {}}}
+    endpoints = {"apiVersion": "v1", "kind": "Endpoints",
+                 "metadata": _meta("kubernetes", "default", {"endpointslice.kubernetes.io/skip-mirror": "true"}),
+                 "subsets": [{"addresses": [{"ip": server_ip}], "ports": [{"name": "https", "port": port, "protocol": "TCP"}]}]}
+    return [service, endpoints]
+
+
+def leases(nodes: list[dict[str, Any]], now: float) -> list[dict[str, Any]]:
+    """The kubelets' heartbeats (`kube-node-lease/<node>`, owned by the Node) and kube-system's leader leases."""
+    out = []
+    for node in nodes:
+        md = node["metadata"]
+        out.append({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                    "metadata": _meta(md["name"], "kube-node-lease", ownerReferences=[
+                        {"apiVersion": "v1", "kind": "Node", "name": md["name"], "uid": md.get("uid", "")}]),
+                    "spec": {"holderIdentity": md["name"], "leaseDurationSeconds": 40, "renewTime": _micro(now)}})
+    holder = nodes[0]["metadata"]["name"] if nodes else ""
+    for name in LEADERS:
+        out.append({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": _meta(name, "kube-system"),
+                    "spec": {"holderIdentity": f"{holder}_{uuid.uuid4()}", "leaseDurationSeconds": 15, "leaseTransitions": 0,
+                             "acquireTime": _micro(now - 2 * 86400), "renewTime": _micro(now)}})
+    return out
+
+
+def _micro(when: float) -> str:
+    """metav1.MicroTime, the format of Lease times."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(when)) + f".{int(when * 1e6) % 1000000:06d}Z"
+
+
+def identify(node: dict[str, Any], scenario: str) -> None:
+    """Mark a Node as the testbed's: the annotation a run reads to stamp itself SIMULATED."""
+    node.setdefault("metadata", {}).setdefault("annotations", {})[SCENARIO_ANNOTATION] = scenario

@@ -1,0 +1,408 @@
+"""The writing verbs of the simulated API server: create, update (PUT), patch, server-side apply, delete; dry-run."""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+import threading
+import time
+import uuid
+from typing import Any
+
+import yaml
+
+from pytest_dgxspark.testbed import fieldmanager, patches, resources
+from pytest_dgxspark.testbed.podshape import SUFFIX_ALPHABET, ts
+from pytest_dgxspark.testbed.reply import ApiError, Exchange, bad_request, conflict, details, invalid, not_found, qualified
+from pytest_dgxspark.testbed.resources import Resource
+
+PROTECTED_NAMESPACES = ("default", "kube-system", "kube-public")
+# kinds whose registry strategy keeps metadata.generation (built-ins that have a spec; every custom resource)
+GENERATION = ("pods", "daemonsets", "deployments", "replicasets", "jobs")
+# DELETE answers the object (registry ReturnDeletedObject) for these; a metav1.Status Success for the others
+RETURNS_DELETED = ("pods", "services")
+
+
+def has_generation(r: Resource) -> bool:
+    return r.plural in GENERATION or not r.builtin
+
+
+def has_status(r: Resource) -> bool:
+    return r.plural in resources.WITH_STATUS
+
+
+def dry_run(query: dict[str, str], options: dict[str, Any] | None = None) -> bool:
+    """Whether `dryRun=All` (query, or DeleteOptions.dryRun); 400 for any other value, as metav1 validation answers."""
+    values = [query["dryRun"]] if "dryRun" in query else list((options or {}).get("dryRun") or [])
+    bad = [v for v in values if v != "All"]
+    if bad:
+        raise ApiError(400, "BadRequest", f'dryRun: Unsupported value: "{bad[0]}": supported values: "All"')
+    return bool(values)
+
+
+def manager(h: Exchange, query: dict[str, str]) -> str:
+    """fieldManager, else the User-Agent up to its first `/` (apiserver's prefixFromUserAgent), at most 128 characters."""
+    chosen = query.get("fieldManager") or (h.headers.get("User-Agent") or "").split("/", 1)[0]
+    return chosen[:128]
+
+
+def parse_body(h: Exchange, body: bytes) -> dict[str, Any]:
+    kind = (h.headers.get("Content-Type") or "application/json").split(";")[0].strip()
+    try:
+        obj = yaml.safe_load(body or b"{}") if "yaml" in kind else json.loads(body or b"{}")
+    except (ValueError, yaml.YAMLError) as exc:
+        raise bad_request(f"the object provided is unrecognized: {exc}") from None
+    if not isinstance(obj, dict):
+        raise bad_request("the object provided is unrecognized (must be a JSON object)")
+    return obj
+
+
+def _check_type(r: Resource, obj: dict[str, Any]) -> None:
+    version, kind = obj.get("apiVersion"), obj.get("kind")
+    if version and version != r.group_version:
+        raise bad_request(f"the API version in the data ({version}) does not match the expected API version ({r.group_version})")
+    if kind and kind != r.kind:
+        raise bad_request(f"the kind in the data ({kind}) does not match the expected kind ({r.kind})")
+
+
+def _normalize(r: Resource, obj: dict[str, Any]) -> None:
+    obj.update({"apiVersion": r.group_version, "kind": r.kind})
+    if r.plural == "secrets" and obj.get("stringData"):
+        data = obj.setdefault("data", {}) or {}
+        for key, value in obj.pop("stringData").items():
+            data[key] = base64.b64encode(str(value).encode()).decode()
+        obj["data"] = data
+    obj.pop("stringData", None)
+    if r.plural == "secrets":
+        obj.setdefault("type", "Opaque")
+
+
+# --- create -------------------------------------------------------------------------------------------------------
+
+
+def admission(h: Exchange, r: Resource, namespace: str | None, obj: dict[str, Any]) -> None:
+    store, md = h.server.store, obj.setdefault("metadata", {})
+    if not md.get("name") and md.get("generateName"):
+        md["name"] = md["generateName"] + "".join(random.choice(SUFFIX_ALPHABET) for _ in range(5))
+    if not md.get("name"):
+        raise invalid(r, "", "metadata.name", "FieldValueRequired", "Required value: name or generateName is required")
+    name = md["name"]
+    if namespace is not None:
+        if md.get("namespace") not in (None, "", namespace):
+            raise bad_request("the namespace of the provided object does not match the namespace sent on the request")
+        ns = store.get("/namespaces", "", namespace)
+        if ns is None:
+            raise ApiError(404, "NotFound", f'namespaces "{namespace}" not found', {"name": namespace, "kind": "namespaces"})
+        if ns.get("status", {}).get("phase") == "Terminating":
+            raise ApiError(403, "Forbidden", f'{r.plural} "{name}" is forbidden: unable to create new content in namespace '
+                           f"{namespace} because it is being terminated", details(r, name))
+        md["namespace"] = namespace
+    runtime_class = (obj.get("spec") or {}).get("runtimeClassName")
+    if r.plural == "pods" and runtime_class and store.get("node.k8s.io/runtimeclasses", "", runtime_class) is None:
+        raise ApiError(403, "Forbidden", f'pods "{name}" is forbidden: pod rejected: RuntimeClass "{runtime_class}" not found',
+                       details(r, name))
+    if store.get(r.key, namespace or "", name) is not None:
+        raise ApiError(409, "AlreadyExists", f'{qualified(r)} "{name}" already exists', details(r, name))
+
+
+def new_object(h: Exchange, r: Resource, namespace: str | None, obj: dict[str, Any], query: dict[str, str],
+               applied: bool = False) -> dict[str, Any]:
+    """Defaulted, admitted and owned (managedFields) but not stored: what a create would store."""
+    _check_type(r, obj)
+    admission(h, r, namespace, obj)
+    md = obj["metadata"]
+    for key in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"):
+        md.pop(key, None)
+    md.update({"uid": str(uuid.uuid4()), "creationTimestamp": ts(time.time())})
+    _normalize(r, obj)
+    if has_generation(r):
+        md["generation"] = 1
+    if r.plural == "namespaces":
+        md.setdefault("labels", {})["kubernetes.io/metadata.name"] = md["name"]
+        obj["spec"], obj["status"] = {"finalizers": ["kubernetes"]}, {"phase": "Active"}
+    elif r.plural == "pods":
+        pod_defaults(obj)
+    elif r.plural == "jobs":
+        job_defaults(obj)
+    if not applied:  # an apply brought its own managedFields entry
+        fieldmanager.record_update(None, obj, manager(h, query), r.group_version)
+    return obj
+
+
+def create(h: Exchange, r: Resource, namespace: str | None, body: bytes, query: dict[str, str]) -> None:
+    obj = new_object(h, r, namespace, parse_body(h, body), query)
+    if dry_run(query):
+        return h.send_json(201, obj)
+    created = h.server.store.put(r.key, obj)
+    h.send_json(201, created)
+    if r.plural == "pods":
+        h.server.kubelet.admit(created)
+
+
+def pod_defaults(pod: dict[str, Any]) -> None:
+    spec = pod.setdefault("spec", {})
+    for key, value in (("restartPolicy", "Always"), ("dnsPolicy", "ClusterFirst"), ("schedulerName", "default-scheduler"),
+                       ("terminationGracePeriodSeconds", 30), ("serviceAccountName", "default"), ("serviceAccount", "default"),
+                       ("priority", 0), ("enableServiceLinks", True), ("preemptionPolicy", "PreemptLowerPriority"),
+                       ("securityContext", {})):
+        spec.setdefault(key, value)
+    tolerations = spec.setdefault("tolerations", [])
+    for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):
+        if not any(t.get("key") == key for t in tolerations):
+            tolerations.append({"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300})
+    for c in spec.get("containers", []) + spec.get("initContainers", []):
+        c.setdefault("imagePullPolicy", "Always" if c.get("image", "").endswith(":latest") or ":" not in c.get("image", "") else "IfNotPresent")
+        c.setdefault("terminationMessagePath", "/dev/termination-log")
+        c.setdefault("terminationMessagePolicy", "File")
+        c.setdefault("resources", {})
+    limits = [c["resources"].get("limits") for c in spec.get("containers", [])]
+    qos = "Guaranteed" if limits and all(limits) else ("Burstable" if any(c["resources"] for c in spec.get("containers", [])) else "BestEffort")
+    pod["status"] = {"phase": "Pending", "qosClass": qos}
+
+
+def job_defaults(job: dict[str, Any]) -> None:
+    """batch/v1 Job strategy: a generated selector on `batch.kubernetes.io/controller-uid` and the template's labels."""
+    spec, md = job.setdefault("spec", {}), job["metadata"]
+    if spec.get("manualSelector"):
+        return
+    uid, name = md["uid"], md["name"]
+    labels = {"batch.kubernetes.io/controller-uid": uid, "batch.kubernetes.io/job-name": name, "controller-uid": uid,
+              "job-name": name}
+    spec["selector"] = {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}
+    template = spec.setdefault("template", {}).setdefault("metadata", {})
+    template["labels"] = {**(template.get("labels") or {}), **labels}
+
+
+# --- update, patch, apply ---------------------------------------------------------------------------------------
+
+
+def _carry(r: Resource, old: dict[str, Any], new: dict[str, Any], sub: str) -> dict[str, Any]:
+    """What an update may not change: identity and system metadata; status (main resource) or everything else (/status)."""
+    if sub == "status":
+        merged = {**old, "status": new.get("status", old.get("status"))}
+        merged["metadata"] = dict(old["metadata"])
+        return merged
+    md, old_md = new.setdefault("metadata", {}), old["metadata"]
+    for key in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "name", "namespace"):
+        if key in old_md:
+            md[key] = old_md[key]
+        else:
+            md.pop(key, None)
+    md["resourceVersion"] = old_md.get("resourceVersion", "")
+    if has_status(r):
+        if "status" in old:
+            new["status"] = old["status"]
+        else:
+            new.pop("status", None)
+    if has_generation(r):
+        md["generation"] = old_md.get("generation", 1)
+        if _spec(new) != _spec(old):
+            md["generation"] += 1
+    else:
+        md.pop("generation", None)
+    return new
+
+
+def _spec(obj: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in obj.items() if k not in ("metadata", "status", "apiVersion", "kind")}
+
+
+def _finished(obj: dict[str, Any]) -> bool:
+    md = obj["metadata"]
+    return bool(md.get("deletionTimestamp")) and not md.get("finalizers")
+
+
+def _write(h: Exchange, r: Resource, namespace: str | None, name: str, query: dict[str, str], sub: str,
+           compute: Any, applied: bool = False) -> None:
+    """Run `compute(old) -> new` against the stored object (or a copy on dry-run) and answer with the result."""
+    store = h.server.store
+    who = manager(h, query)
+
+    def full(old: dict[str, Any]) -> dict[str, Any]:
+        new = compute(old)
+        _check_type(r, new)
+        new = _carry(r, old, new, sub)
+        _normalize(r, new)
+        if not applied:
+            fieldmanager.record_update(old, new, who, r.group_version, sub)
+        return new
+
+    if dry_run(query):
+        old = store.get(r.key, namespace or "", name)
+        if old is None:
+            raise not_found(r, name)
+        return h.send_json(200, full(old))
+    stored, _ = store.replace(r.key, namespace or "", name, full)
+    if stored is None:
+        raise not_found(r, name)
+    if _finished(stored):  # the last finalizer is gone from an object being deleted
+        store.delete(r.key, namespace or "", name)
+    h.send_json(200, stored)
+
+
+def replace(h: Exchange, r: Resource, namespace: str | None, name: str, body: bytes, query: dict[str, str], sub: str = "") -> None:
+    obj = parse_body(h, body)
+    md = obj.setdefault("metadata", {})
+    if md.get("name") and md["name"] != name:
+        raise bad_request(f"the name of the object ({md['name']}) does not match the name on the URL ({name})")
+    if namespace is not None and md.get("namespace") not in (None, "", namespace):
+        raise bad_request("the namespace of the provided object does not match the namespace sent on the request")
+    wanted = md.get("resourceVersion")
+    if not wanted and not r.builtin:  # customresource strategy: AllowUnconditionalUpdate is false
+        raise invalid(r, name, "metadata.resourceVersion", "FieldValueInvalid",
+                      "Invalid value: 0x0: must be specified for an update")
+
+    def compute(old: dict[str, Any]) -> dict[str, Any]:
+        if wanted and wanted != old["metadata"].get("resourceVersion"):
+            raise conflict(r, name)
+        new = {**obj, "metadata": dict(md)}
+        if "managedFields" not in md and old["metadata"].get("managedFields"):  # nil keeps them, [] clears them
+            new["metadata"]["managedFields"] = old["metadata"]["managedFields"]
+        return new
+
+    _write(h, r, namespace, name, query, sub, compute)
+
+
+def patch(h: Exchange, r: Resource, namespace: str | None, name: str, body: bytes, query: dict[str, str], sub: str = "") -> None:
+    kind = (h.headers.get("Content-Type") or "").split(";")[0].strip()
+    if kind == patches.APPLY:
+        return _apply(h, r, namespace, name, body, query, sub)
+    accepted = [patches.JSON_PATCH, patches.MERGE, patches.APPLY] + ([patches.STRATEGIC] if r.builtin else [])
+    if kind not in accepted:
+        raise ApiError(415, "UnsupportedMediaType", "the body of the request was in an unknown format - accepted media types "
+                       f"include: {', '.join(accepted)}")
+    document = patches.decode(body)
+
+    def compute(old: dict[str, Any]) -> dict[str, Any]:
+        wanted = (document.get("metadata") or {}).get("resourceVersion") if isinstance(document, dict) else None
+        if wanted and wanted != old["metadata"].get("resourceVersion"):
+            raise conflict(r, name)
+        try:
+            if kind == patches.JSON_PATCH:
+                new = patches.json_patch(old, document)
+            elif kind == patches.MERGE:
+                new = patches.merge_patch(old, document)
+            else:
+                new = patches.strategic_merge(old, document, service=r.plural == "services")
+        except patches.PatchError as exc:
+            raise ApiError(exc.code, "Invalid" if exc.code == 422 else "BadRequest", str(exc)) from None
+        if not isinstance(new, dict):
+            raise bad_request("the patch did not produce an object")
+        return new
+
+    _write(h, r, namespace, name, query, sub, compute)
+
+
+def _apply(h: Exchange, r: Resource, namespace: str | None, name: str, body: bytes, query: dict[str, str], sub: str) -> None:
+    who = query.get("fieldManager", "")
+    if not who:
+        raise invalid(r, name, "fieldManager", "FieldValueRequired", "Required value: is required for apply patch")
+    config = parse_body(h, body)
+    if not config.get("apiVersion") or not config.get("kind"):
+        raise bad_request(f"{'apiVersion' if not config.get('apiVersion') else 'kind'} must be set in the applied configuration")
+    _check_type(r, config)
+    force = query.get("force") in ("true", "1")
+    md = config.setdefault("metadata", {})
+    if md.get("name") not in (None, name):
+        raise bad_request(f"the name of the object ({md['name']}) does not match the name on the URL ({name})")
+    md["name"] = name
+    store = h.server.store
+
+    def merge(current: dict[str, Any], applied: dict[str, Any]) -> dict[str, Any]:
+        return patches.strategic_merge(current, applied, service=r.plural == "services") if r.builtin \
+            else patches.merge_patch(current, applied)
+
+    def owned(old: dict[str, Any] | None) -> dict[str, Any]:
+        try:
+            return fieldmanager.apply(old, config, who, r.group_version, force, merge)
+        except fieldmanager.ApplyConflict as exc:
+            raise ApiError(409, "Conflict", str(exc), {**details(r, name), "causes": exc.causes()}) from None
+
+    if store.get(r.key, namespace or "", name) is None:  # apply creates what is absent
+        obj = new_object(h, r, namespace, owned(None), query, applied=True)
+        if dry_run(query):
+            return h.send_json(201, obj)
+        created = store.put(r.key, obj)
+        h.send_json(201, created)
+        if r.plural == "pods":
+            h.server.kubelet.admit(created)
+        return
+
+    _write(h, r, namespace, name, query, sub, owned, applied=True)
+
+
+# --- delete -------------------------------------------------------------------------------------------------------
+
+
+def delete(h: Exchange, r: Resource, namespace: str | None, name: str, query: dict[str, str], body: bytes) -> None:
+    store = h.server.store
+    if r.plural == "namespaces" and name in PROTECTED_NAMESPACES:
+        raise ApiError(403, "Forbidden", f'namespaces "{name}" is forbidden: this namespace may not be deleted', details(r, name))
+    try:
+        options = json.loads(body) if body else {}
+    except ValueError:
+        raise bad_request("the body of the request was in an unknown format - accepted media types include: "
+                          "application/json, application/yaml") from None
+    grace = options.get("gracePeriodSeconds", query.get("gracePeriodSeconds"))
+    rehearse = dry_run(query, options)
+    current = store.get(r.key, namespace or "", name)
+    if current is None:
+        raise not_found(r, name)
+    pre = options.get("preconditions") or {}
+    if pre.get("uid") and pre["uid"] != current["metadata"].get("uid"):
+        raise ApiError(409, "Conflict", f"Precondition failed: UID in precondition: {pre['uid']}, UID in object meta: "
+                       f"{current['metadata'].get('uid')}", details(r, name))
+    if pre.get("resourceVersion") and pre["resourceVersion"] != current["metadata"].get("resourceVersion"):
+        raise ApiError(409, "Conflict", f"Precondition failed: ResourceVersion in precondition: {pre['resourceVersion']}, "
+                       f"ResourceVersion in object meta: {current['metadata'].get('resourceVersion')}", details(r, name))
+    graceful = r.plural in ("pods", "namespaces") or bool(current["metadata"].get("finalizers"))
+    now = ts(time.time())
+
+    def mark(obj: dict[str, Any]) -> None:
+        if obj["metadata"].get("deletionTimestamp"):
+            return
+        obj["metadata"]["deletionTimestamp"] = now
+        if r.plural == "pods":
+            obj["metadata"]["deletionGracePeriodSeconds"] = int(grace) if grace is not None else 30
+        elif r.plural == "namespaces":
+            obj["status"] = {"phase": "Terminating"}
+        else:
+            obj["metadata"]["deletionGracePeriodSeconds"] = 0
+
+    if rehearse:
+        if graceful:
+            mark(current)
+        return h.send_json(200, _deleted_answer(r, current, graceful))
+    if not graceful:
+        gone = store.delete(r.key, namespace or "", name)
+        if gone is None:
+            raise not_found(r, name)
+        return h.send_json(200, _deleted_answer(r, gone, False))
+    marked = store.update(r.key, namespace or "", name, mark)
+    if marked is None:
+        raise not_found(r, name)
+    h.send_json(200, marked)
+    if r.plural in ("pods", "namespaces"):
+        delay = 0.0 if grace is not None and int(grace) == 0 else 0.2
+        threading.Thread(target=_finish_delete, args=(h.server, r, namespace or "", name, delay), daemon=True).start()
+
+
+def _deleted_answer(r: Resource, obj: dict[str, Any], graceful: bool) -> dict[str, Any]:
+    if graceful or r.plural in RETURNS_DELETED or not r.builtin:
+        return obj
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+            "details": {**details(r, obj["metadata"]["name"]), "uid": obj["metadata"].get("uid", "")}}
+
+
+def _finish_delete(server: Any, r: Resource, namespace: str, name: str, delay: float) -> None:
+    time.sleep(delay)
+    store = server.store
+    if r.plural == "namespaces":
+        for other in resources.RESOURCES:
+            if other.namespaced:
+                items, _ = store.list(other.key, name)
+                for obj in items:
+                    store.delete(other.key, name, obj["metadata"]["name"])
+        time.sleep(0.1)
+    store.delete(r.key, namespace, name)

@@ -1,0 +1,489 @@
+"""The testbed's Kubernetes API as kubectl users and provisioning use it: paging, dry-run, PATCH/PUT/apply, identity."""
+
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+import ssl
+import subprocess
+import tempfile
+import time
+from http.client import HTTPSConnection
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+import yaml
+
+from pytest_dgxspark.testbed import Testbed
+from pytest_dgxspark.testbed.scenario import ScenarioError, load
+
+kubernetes = pytest.importorskip("kubernetes")
+from kubernetes import client, config  # noqa: E402
+
+KUBECTL = shutil.which("kubectl")
+needs_kubectl = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
+
+
+@pytest.fixture(scope="module")
+def tb(tmp_path_factory: pytest.TempPathFactory):
+    bed = Testbed("healthy", tmp_path_factory.mktemp("api"), _without_hosts=True).up()
+    try:
+        yield bed
+    finally:
+        bed.down()
+
+
+def _api(bed: Testbed, role: str = "workload") -> client.ApiClient:
+    configuration = client.Configuration()
+    config.load_kube_config(config_file=str(bed.kubeconfig), context=bed.contexts[role], client_configuration=configuration)
+    configuration.retries = False
+    return client.ApiClient(configuration)
+
+
+class Raw:
+    """Plain HTTPS requests with the kubeconfig's client certificate: what any client sends, byte for byte."""
+
+    def __init__(self, bed: Testbed, role: str = "workload") -> None:
+        kc = yaml.safe_load(bed.kubeconfig.read_text())
+        name = bed.contexts[role]
+        cluster = next(c["cluster"] for c in kc["clusters"] if c["name"] == name)
+        user = next(u["user"] for u in kc["users"] if u["name"] == name)
+        self.url = urlsplit(cluster["server"])
+        self.ctx = ssl.create_default_context(cadata=base64.b64decode(cluster["certificate-authority-data"]).decode())
+        folder = Path(tempfile.mkdtemp(prefix="raw-"))
+        (folder / "c.pem").write_bytes(base64.b64decode(user["client-certificate-data"]))
+        (folder / "k.pem").write_bytes(base64.b64decode(user["client-key-data"]))
+        self.with_cert = ssl.create_default_context(cadata=base64.b64decode(cluster["certificate-authority-data"]).decode())
+        self.with_cert.load_cert_chain(folder / "c.pem", folder / "k.pem")
+
+    def __call__(self, method: str, path: str, body: Any = None, content_type: str = "application/json",
+                 anonymous: bool = False, headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], Any]:
+        conn = HTTPSConnection(self.url.hostname, self.url.port, context=self.ctx if anonymous else self.with_cert, timeout=10)
+        raw = body if isinstance(body, (bytes, type(None))) else (body.encode() if isinstance(body, str) else json.dumps(body).encode())
+        conn.request(method, path, body=raw, headers={"Content-Type": content_type, "Accept": "application/json",
+                                                      **(headers or {})})
+        resp = conn.getresponse()
+        data = resp.read()
+        conn.close()
+        try:
+            parsed: Any = json.loads(data)
+        except ValueError:
+            parsed = data.decode()
+        return resp.status, dict(resp.getheaders()), parsed
+
+
+@pytest.fixture(scope="module")
+def raw(tb: Testbed) -> Raw:
+    return Raw(tb)
+
+
+def _configmap(name: str, data: dict[str, str] | None = None) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": data or {"a": "1"}}
+
+
+# --- paging ---------------------------------------------------------------------------------------------------
+
+
+def test_list_with_a_limit_pages_through_every_pod_with_continue_tokens(tb: Testbed, raw: Raw) -> None:
+    code, _, everything = raw("GET", "/api/v1/pods")
+    assert code == 200 and "continue" not in everything["metadata"]
+    total = len(everything["items"])
+    assert total > 6
+    seen: list[str] = []
+    code, _, first = raw("GET", "/api/v1/pods?limit=4")
+    assert code == 200 and len(first["items"]) == 4
+    assert first["metadata"]["remainingItemCount"] == total - 4
+    token = first["metadata"]["continue"]
+    assert json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))["v"] == "meta.k8s.io/v1"
+    page = first
+    while True:
+        seen += [f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in page["items"]]
+        assert page["metadata"]["resourceVersion"] == first["metadata"]["resourceVersion"]
+        if not page["metadata"].get("continue"):
+            assert "remainingItemCount" not in page["metadata"]
+            break
+        code, _, page = raw("GET", f"/api/v1/pods?limit=4&continue={page['metadata']['continue']}")
+        assert code == 200
+    assert seen == sorted(seen) and len(seen) == len(set(seen)) == total
+
+
+def test_continued_list_is_the_snapshot_of_the_first_page(tb: Testbed, raw: Raw) -> None:
+    for name in ("snap-a", "snap-b", "snap-c"):
+        assert raw("POST", "/api/v1/namespaces/default/configmaps", _configmap(name))[0] == 201
+    _, _, first = raw("GET", "/api/v1/namespaces/default/configmaps?limit=1&labelSelector=")
+    names = [c["metadata"]["name"] for c in first["items"]]
+    token = first["metadata"]["continue"]
+    assert raw("DELETE", "/api/v1/namespaces/default/configmaps/snap-c")[0] == 200
+    assert raw("POST", "/api/v1/namespaces/default/configmaps", _configmap("snap-0"))[0] == 201
+    while token:
+        _, _, page = raw("GET", f"/api/v1/namespaces/default/configmaps?limit=1&continue={token}")
+        names += [c["metadata"]["name"] for c in page["items"]]
+        token = page["metadata"].get("continue")
+    assert [n for n in names if n.startswith("snap-")] == ["snap-a", "snap-b", "snap-c"]
+
+
+def test_a_selector_pages_without_remaining_item_count(raw: Raw) -> None:
+    _, _, page = raw("GET", "/api/v1/pods?limit=1&labelSelector=app.kubernetes.io/managed-by%3Dgpu-operator")
+    assert len(page["items"]) == 1 and page["metadata"]["continue"] and "remainingItemCount" not in page["metadata"]
+
+
+def test_a_forged_continue_token_is_a_400(raw: Raw) -> None:
+    code, headers, body = raw("GET", "/api/v1/pods?limit=1&continue=bm90LWpzb24")
+    assert code == 400 and body["reason"] == "BadRequest"
+    assert body["message"].startswith("invalid continue token: continue key is not valid: ")
+
+
+def test_every_kind_honours_limit(tb: Testbed, raw: Raw) -> None:
+    from pytest_dgxspark.testbed.resources import RESOURCES
+
+    for r in RESOURCES:
+        prefix = f"/api/{r.version}" if not r.group else f"/apis/{r.group_version}"
+        _, _, all_items = raw("GET", f"{prefix}/{r.plural}")
+        _, _, one = raw("GET", f"{prefix}/{r.plural}?limit=1")
+        assert len(one["items"]) == min(1, len(all_items["items"])), r.plural
+        assert bool(one["metadata"].get("continue")) == (len(all_items["items"]) > 1), r.plural
+
+
+def test_the_suites_cluster_reader_follows_continue_tokens(tb: Testbed, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_dgxspark.targets_conn.cluster import Cluster
+
+    cluster = Cluster(tb.kubeconfig, tb.contexts["workload"])
+    pages: list[int] = []
+    real_get = Cluster.get
+
+    def small_pages(self: Cluster, path: str, query: list[tuple[str, Any]] | None = None) -> Any:
+        query = [(k, 3 if k == "limit" else v) for k, v in (query or [])]
+        document = real_get(self, path, query)
+        pages.append(len(document.get("items") or []))
+        return document
+
+    monkeypatch.setattr(Cluster, "get", small_pages)
+    pods = cluster.list("pods")
+    expected = client.CoreV1Api(_api(tb)).list_pod_for_all_namespaces().items
+    assert sorted(p["metadata"]["name"] for p in pods) == sorted(p.metadata.name for p in expected)
+    assert len(pages) > 2 and all(n <= 3 for n in pages)
+
+
+# --- dry-run --------------------------------------------------------------------------------------------------
+
+
+def test_dry_run_never_mutates_on_any_verb(tb: Testbed, raw: Raw) -> None:
+    raw("POST", "/api/v1/namespaces/default/configmaps", _configmap("dry"))
+    _, _, before = raw("GET", "/api/v1/namespaces/default/configmaps/dry")
+    code, _, made = raw("POST", "/api/v1/namespaces/default/configmaps?dryRun=All", _configmap("dry-new"))
+    assert code == 201 and made["metadata"]["name"] == "dry-new" and "resourceVersion" not in made["metadata"]
+    assert raw("GET", "/api/v1/namespaces/default/configmaps/dry-new")[0] == 404
+    code, _, patched = raw("PATCH", "/api/v1/namespaces/default/configmaps/dry?dryRun=All", {"data": {"a": "2"}},
+                           "application/merge-patch+json")
+    assert code == 200 and patched["data"] == {"a": "2"}
+    code, _, put = raw("PUT", "/api/v1/namespaces/default/configmaps/dry?dryRun=All", {**before, "data": {"b": "3"}})
+    assert code == 200 and put["data"] == {"b": "3"}
+    code, _, gone = raw("DELETE", "/api/v1/namespaces/default/configmaps/dry?dryRun=All")
+    assert code == 200 and gone["status"] == "Success" and gone["details"]["name"] == "dry"
+    assert raw("GET", "/api/v1/namespaces/default/configmaps/dry")[2] == before
+    code, _, ns = raw("DELETE", "/api/v1/namespaces/default/configmaps/dry", {"kind": "DeleteOptions", "apiVersion": "v1",
+                                                                           "dryRun": ["All"]})
+    assert code == 200 and raw("GET", "/api/v1/namespaces/default/configmaps/dry")[2] == before
+
+
+def test_server_dry_run_delete_of_a_namespace_keeps_it(tb: Testbed) -> None:
+    v1 = client.CoreV1Api(_api(tb))
+    v1.create_namespace({"metadata": {"name": "dry-ns"}})
+    answer = v1.delete_namespace("dry-ns", dry_run="All")
+    assert (answer["status"] if isinstance(answer, dict) else answer.status.to_dict())["phase"] == "Terminating"
+    time.sleep(0.5)
+    assert v1.read_namespace("dry-ns").status.phase == "Active"
+
+
+def test_an_unknown_dry_run_value_is_refused(raw: Raw) -> None:
+    code, _, body = raw("POST", "/api/v1/namespaces/default/configmaps?dryRun=Yes", _configmap("x"))
+    assert code == 400 and body["message"] == 'dryRun: Unsupported value: "Yes": supported values: "All"'
+
+
+# --- PATCH, PUT, apply ------------------------------------------------------------------------------------------
+
+
+def test_node_label_and_cordon_by_strategic_merge_patch_move_resource_version_not_generation(raw: Raw) -> None:
+    _, _, node = raw("GET", "/api/v1/nodes/gpu-01")
+    code, _, labelled = raw("PATCH", "/api/v1/nodes/gpu-01", {"metadata": {"labels": {"tier": "gold"}},
+                                                              "spec": {"unschedulable": True}},
+                            "application/strategic-merge-patch+json")
+    assert code == 200 and labelled["metadata"]["labels"]["tier"] == "gold" and labelled["spec"]["unschedulable"] is True
+    assert int(labelled["metadata"]["resourceVersion"]) > int(node["metadata"]["resourceVersion"])
+    assert "generation" not in labelled["metadata"]
+    assert labelled["metadata"]["labels"]["kubernetes.io/hostname"] == "gpu-01"
+    assert labelled["status"] == node["status"]
+    again = raw("PATCH", "/api/v1/nodes/gpu-01", {"metadata": {"labels": {"tier": "gold"}}}, "application/merge-patch+json")[2]
+    assert again["metadata"]["resourceVersion"] == labelled["metadata"]["resourceVersion"]  # a no-op writes nothing
+    undone = raw("PATCH", "/api/v1/nodes/gpu-01", {"metadata": {"labels": {"tier": None}}, "spec": {"unschedulable": None}},
+                 "application/merge-patch+json")[2]
+    assert "tier" not in undone["metadata"]["labels"] and "unschedulable" not in undone["spec"]
+
+
+def test_json_patch_adds_a_taint_and_a_failed_test_op_changes_nothing(raw: Raw) -> None:
+    taint = {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}
+    code, _, node = raw("PATCH", "/api/v1/nodes/gpu-01", [{"op": "add", "path": "/spec/taints", "value": [taint]}],
+                        "application/json-patch+json")
+    assert code == 200 and node["spec"]["taints"] == [taint]
+    code, _, body = raw("PATCH", "/api/v1/nodes/gpu-01", [{"op": "test", "path": "/spec/taints/0/value", "value": "cpu"},
+                                                          {"op": "remove", "path": "/spec/taints"}], "application/json-patch+json")
+    assert code == 422 and body["message"] == "testing value /spec/taints/0/value failed: test failed"
+    assert raw("GET", "/api/v1/nodes/gpu-01")[2]["spec"]["taints"] == [taint]
+    raw("PATCH", "/api/v1/nodes/gpu-01", [{"op": "remove", "path": "/spec/taints"}], "application/json-patch+json")
+
+
+def test_helmchart_merge_patch_bumps_generation_and_strategic_patch_is_415(raw: Raw) -> None:
+    path = "/apis/helm.cattle.io/v1/namespaces/kube-system/helmcharts/gpu-operator"
+    _, _, chart = raw("GET", path)
+    code, _, patched = raw("PATCH", path, {"spec": {"timeout": "600s"}}, "application/merge-patch+json")
+    assert code == 200 and patched["spec"]["timeout"] == "600s" and patched["spec"]["chart"] == chart["spec"]["chart"]
+    assert patched["metadata"]["generation"] == chart["metadata"].get("generation", 1) + 1
+    code, _, body = raw("PATCH", path, {"spec": {"timeout": "700s"}}, "application/strategic-merge-patch+json")
+    assert (code, body["reason"]) == (415, "UnsupportedMediaType")
+    assert body["message"] == ("the body of the request was in an unknown format - accepted media types include: "
+                               "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml")
+
+
+def test_put_with_a_stale_resource_version_is_a_409_conflict(raw: Raw) -> None:
+    raw("POST", "/api/v1/namespaces/default/configmaps", _configmap("put-me"))
+    _, _, cm = raw("GET", "/api/v1/namespaces/default/configmaps/put-me")
+    code, _, updated = raw("PUT", "/api/v1/namespaces/default/configmaps/put-me", {**cm, "data": {"a": "2"}})
+    assert code == 200 and int(updated["metadata"]["resourceVersion"]) > int(cm["metadata"]["resourceVersion"])
+    assert updated["metadata"]["uid"] == cm["metadata"]["uid"]
+    code, _, body = raw("PUT", "/api/v1/namespaces/default/configmaps/put-me", {**cm, "data": {"a": "3"}})
+    assert code == 409 and body["reason"] == "Conflict"
+    assert body["message"] == ('Operation cannot be fulfilled on configmaps "put-me": the object has been modified; '
+                               "please apply your changes to the latest version and try again")
+    code, _, body = raw("PUT", "/api/v1/namespaces/default/configmaps/put-me", {**cm, "metadata": {"name": "other"}})
+    assert code == 400 and body["message"] == "the name of the object (other) does not match the name on the URL (put-me)"
+    code, _, body = raw("PUT", "/api/v1/namespaces/default/configmaps/absent", _configmap("absent"))
+    assert code == 404 and body["message"] == 'configmaps "absent" not found'
+
+
+def test_put_on_a_custom_resource_needs_a_resource_version(raw: Raw) -> None:
+    path = "/apis/helm.cattle.io/v1/namespaces/kube-system/helmcharts/gpu-operator"
+    _, _, chart = raw("GET", path)
+    del chart["metadata"]["resourceVersion"]
+    code, _, body = raw("PUT", path, chart)
+    assert code == 422 and body["message"] == ('HelmChart.helm.cattle.io "gpu-operator" is invalid: metadata.resourceVersion: '
+                                               "Invalid value: 0x0: must be specified for an update")
+
+
+def test_secret_string_data_is_stored_as_base64_data(raw: Raw) -> None:
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "cluster-x", "namespace": "default",
+              "labels": {"argocd.argoproj.io/secret-type": "cluster"}}, "stringData": {"name": "x", "server": "https://10.0.0.1:6443"}}
+    code, _, made = raw("POST", "/api/v1/namespaces/default/secrets", secret)
+    assert code == 201 and "stringData" not in made and made["type"] == "Opaque"
+    assert base64.b64decode(made["data"]["server"]).decode() == "https://10.0.0.1:6443"
+
+
+def test_server_side_apply_creates_then_updates_and_reports_conflicts(raw: Raw) -> None:
+    path = "/api/v1/namespaces/default/configmaps/applied"
+    doc = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: applied\n  labels: {team: infra}\ndata:\n  a: '1'\n  b: '2'\n"
+    code, _, made = raw("PATCH", path + "?fieldManager=ansible", doc, "application/apply-patch+yaml")
+    assert code == 201 and made["data"] == {"a": "1", "b": "2"}
+    entry = made["metadata"]["managedFields"][0]
+    assert (entry["manager"], entry["operation"], entry["fieldsType"]) == ("ansible", "Apply", "FieldsV1")
+    assert entry["fieldsV1"] == {"f:data": {"f:a": {}, "f:b": {}}, "f:metadata": {"f:labels": {"f:team": {}}}}
+    code, _, updated = raw("PATCH", path + "?fieldManager=ansible", doc.replace("  b: '2'\n", ""), "application/apply-patch+yaml")
+    assert code == 200 and updated["data"] == {"a": "1"}  # a field the manager stopped applying is removed
+    code, _, body = raw("PATCH", path + "?fieldManager=someone-else", doc.replace("'1'", "'9'"), "application/apply-patch+yaml")
+    assert code == 409 and body["reason"] == "Conflict"
+    assert body["message"] == 'Apply failed with 1 conflict: conflict with "ansible" using v1: .data.a'
+    code, _, forced = raw("PATCH", path + "?fieldManager=someone-else&force=true", doc.replace("'1'", "'9'"),
+                          "application/apply-patch+yaml")
+    assert code == 200 and forced["data"]["a"] == "9"
+    code, _, body = raw("PATCH", path, doc, "application/apply-patch+yaml")
+    assert code == 422 and body["message"].endswith("fieldManager: Required value: is required for apply patch")
+
+
+def test_server_side_apply_of_a_helmchart_creates_it(raw: Raw) -> None:
+    chart = {"apiVersion": "helm.cattle.io/v1", "kind": "HelmChart", "metadata": {"name": "extra", "namespace": "kube-system"},
+             "spec": {"chart": "gpu-operator", "repo": "https://helm.ngc.nvidia.com/nvidia", "version": "v26.3.2"}}
+    path = "/apis/helm.cattle.io/v1/namespaces/kube-system/helmcharts/extra?fieldManager=kubernetes.core"
+    code, _, made = raw("PATCH", path + "&dryRun=All", json.dumps(chart), "application/apply-patch+yaml")
+    assert code == 201 and raw("GET", "/apis/helm.cattle.io/v1/namespaces/kube-system/helmcharts/extra")[0] == 404
+    code, _, made = raw("PATCH", path, json.dumps(chart), "application/apply-patch+yaml")
+    assert code == 201 and made["metadata"]["generation"] == 1 and made["spec"]["version"] == "v26.3.2"
+    chart["spec"]["version"] = "v26.3.3"
+    code, _, updated = raw("PATCH", path, json.dumps(chart), "application/apply-patch+yaml")
+    assert code == 200 and updated["metadata"]["generation"] == 2
+
+
+def test_official_client_patches_and_replaces_the_kinds_provisioning_writes(tb: Testbed) -> None:
+    api = _api(tb)
+    v1, co = client.CoreV1Api(api), client.CustomObjectsApi(api)
+    node = v1.patch_node("gpu-01", {"metadata": {"labels": {"node.tirosh.ai/pool": "a"}}})
+    assert node.metadata.labels["node.tirosh.ai/pool"] == "a"
+    v1.create_namespace({"metadata": {"name": "prov"}})
+    ns = v1.read_namespace("prov")
+    ns.metadata.labels["team"] = "platform"
+    assert v1.replace_namespace("prov", ns).metadata.labels["team"] == "platform"
+    v1.create_namespaced_config_map("prov", _configmap("values"))
+    cm = v1.patch_namespaced_config_map("values", "prov", {"data": {"b": "2"}})
+    assert cm.data == {"a": "1", "b": "2"}
+    chart = co.patch_namespaced_custom_object("helm.cattle.io", "v1", "kube-system", "helmcharts", "gpu-operator",
+                                              {"spec": {"targetNamespace": "gpu-operator"}})
+    assert chart["spec"]["targetNamespace"] == "gpu-operator"
+    lease = client.CoordinationV1Api(api).read_namespaced_lease("gpu-01", "kube-node-lease")
+    assert lease.spec.holder_identity == "gpu-01"
+
+
+def test_argocd_cluster_secret_is_updated_in_the_management_cluster(tb: Testbed) -> None:
+    v1 = client.CoreV1Api(_api(tb, "management"))
+    secret = v1.list_namespaced_secret("argocd", label_selector="argocd.argoproj.io/secret-type=cluster").items[0]
+    patched = v1.patch_namespaced_secret(secret.metadata.name, "argocd", {"metadata": {"labels": {"env": "prod"}}})
+    assert patched.metadata.labels["env"] == "prod" and patched.data == secret.data
+    stale = secret
+    stale.metadata.labels["env"] = "dev"
+    with pytest.raises(client.ApiException) as info:
+        v1.replace_namespaced_secret(secret.metadata.name, "argocd", stale)
+    assert info.value.status == 409
+
+
+# --- self-identification ----------------------------------------------------------------------------------------
+
+
+def test_every_answer_names_the_testbed_scenario(raw: Raw) -> None:
+    answers = [raw("GET", "/version"), raw("GET", "/api/v1/nodes", anonymous=True), raw("GET", "/api/v1/nodes/absent"),
+               raw("GET", "/nope"), raw("POST", "/api/v1/namespaces", {"metadata": {"name": "default"}}),
+               raw("DELETE", "/api/v1/namespaces/kube-system"), raw("GET", "/apis/helm.cattle.io/v1/helmcharts")]
+    assert [code for code, _, _ in answers] == [200, 401, 404, 404, 409, 403, 200]
+    assert {headers.get("X-Dgxspark-Testbed") for _, headers, _ in answers} == {"healthy"}
+
+
+def test_every_node_carries_the_scenario_annotation(tb: Testbed) -> None:
+    nodes = client.CoreV1Api(_api(tb)).list_node().items
+    assert nodes and {n.metadata.annotations["testbed.dgxspark.io/scenario"] for n in nodes} == {"healthy"}
+
+
+# --- kubectl as users run it ------------------------------------------------------------------------------------
+
+
+def _kubectl(bed: Testbed, *args: str, ok: bool = True, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([KUBECTL or "kubectl", "--kubeconfig", str(bed.kubeconfig), *args], capture_output=True, text=True,
+                          timeout=60, input=stdin)
+    if ok:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+@needs_kubectl
+def test_kubectl_label_annotate_cordon_and_patch(tb: Testbed) -> None:
+    assert _kubectl(tb, "label", "node", "gpu-01", "rack=r1").stdout.strip() == "node/gpu-01 labeled"
+    assert _kubectl(tb, "annotate", "node", "gpu-01", "owner=platform").stdout.strip() == "node/gpu-01 annotated"
+    assert _kubectl(tb, "cordon", "gpu-01").stdout.strip() == "node/gpu-01 cordoned"
+    assert "SchedulingDisabled" in _kubectl(tb, "get", "node", "gpu-01").stdout
+    assert _kubectl(tb, "uncordon", "gpu-01").stdout.strip() == "node/gpu-01 uncordoned"
+    out = _kubectl(tb, "patch", "-n", "kube-system", "helmchart", "gpu-operator", "--type=merge",
+                   "-p", '{"spec":{"timeout":"900s"}}').stdout
+    assert out.strip() == "helmchart.helm.cattle.io/gpu-operator patched"
+    node = json.loads(_kubectl(tb, "get", "node", "gpu-01", "-o", "json").stdout)
+    assert node["metadata"]["labels"]["rack"] == "r1" and node["metadata"]["annotations"]["owner"] == "platform"
+    assert not node["spec"].get("unschedulable")
+    assert _kubectl(tb, "label", "node", "gpu-01", "rack-").stdout.strip() == "node/gpu-01 unlabeled"
+
+
+@needs_kubectl
+def test_kubectl_dry_run_server_delete_keeps_the_object(tb: Testbed, raw: Raw) -> None:
+    raw("POST", "/api/v1/namespaces/default/configmaps", _configmap("keep-me"))
+    out = _kubectl(tb, "delete", "configmap", "keep-me", "-n", "default", "--dry-run=server").stdout
+    assert out.strip() == 'configmap "keep-me" deleted (server dry run)'
+    assert _kubectl(tb, "get", "configmap", "keep-me", "-n", "default", "-o", "name").stdout.strip() == "configmap/keep-me"
+
+
+# --- faults are validated before anything starts --------------------------------------------------------------
+
+
+def test_a_bad_fault_spec_is_rejected_naming_the_key(tmp_path: Path) -> None:
+    (tmp_path / "scenario.yaml").write_text(yaml.safe_dump({
+        "description": "x", "extends": "healthy",
+        "cluster": {"faults": {"errors": {"^/api/v1/nodes": {"status": 418, "rate": 0.5}}}}}))
+    with pytest.raises(ScenarioError, match=r"cluster\.faults\.errors\['\^/api/v1/nodes'\]\.status: 418 is not one of "):
+        load(tmp_path)
+
+
+def _faulty(tmp_path: Path, faults: dict[str, Any]) -> Testbed:
+    scenario = tmp_path / "faulty"
+    scenario.mkdir(parents=True)
+    (scenario / "scenario.yaml").write_text(yaml.safe_dump({"description": "faults", "extends": "healthy",
+                                                            "cluster": {"faults": faults}}))
+    return Testbed(scenario, tmp_path / "tb", _without_hosts=True).up()
+
+
+def test_per_path_error_rates_are_seeded_and_recorded(tmp_path: Path) -> None:
+    bed = _faulty(tmp_path, {"seed": 11, "latency_ms": 20, "errors": {"^/api/v1/nodes$": {"status": 503, "rate": 0.5}}})
+    try:
+        raw = Raw(bed)
+        answers = [raw("GET", "/api/v1/nodes") for _ in range(20)]
+        codes = [code for code, _, _ in answers]
+        assert set(codes) == {200, 503} and 4 <= codes.count(503) <= 16, codes
+        unavailable = next(body for code, _, body in answers if code == 503)
+        assert unavailable == {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                               "message": "the server is currently unable to handle the request", "reason": "ServiceUnavailable",
+                               "code": 503}
+        assert all(headers["X-Dgxspark-Testbed"] == "faulty" for _, headers, _ in answers)
+        assert all(raw("GET", "/api/v1/namespaces")[0] == 200 for _ in range(5))  # other paths are untouched
+        records = [r for r in bed.requests() if r["path"] == "/api/v1/nodes"]
+        assert [r["status"] for r in records] == codes
+        assert [r.get("fault") for r in records] == ["error" if c == 503 else None for c in codes]
+        assert all(r["latency_ms"] == 20 and r["duration_ms"] >= 20 for r in records)
+    finally:
+        bed.down()
+    again = _faulty(tmp_path / "again", {"seed": 11, "latency_ms": 20, "errors": {"^/api/v1/nodes$": {"status": 503, "rate": 0.5}}})
+    try:
+        assert [Raw(again)("GET", "/api/v1/nodes")[0] for _ in range(20)] == codes  # same seed, same failures
+    finally:
+        again.down()
+
+
+def test_the_api_server_dies_after_the_first_pod_in_a_namespace_and_refuses_connects(tmp_path: Path) -> None:
+    bed = _faulty(tmp_path, {"die_after": {"pod_created_in": "^cuda-"}})
+    try:
+        v1 = client.CoreV1Api(_api(bed))
+        v1.create_namespace({"metadata": {"name": "cuda-run"}})
+        v1.create_namespaced_pod("cuda-run", {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "busybox:1.36"}]}})
+        with pytest.raises(Exception) as info:  # the kept-alive connection is cut
+            v1.read_namespaced_pod("p", "cuda-run", _request_timeout=3)
+        assert "connection aborted" in str(info.value).lower() or "refused" in str(info.value).lower()
+        with pytest.raises(Exception) as info:  # and nothing listens any more
+            client.CoreV1Api(_api(bed)).read_namespaced_pod("p", "cuda-run", _request_timeout=3)
+        assert "refused" in str(info.value).lower()
+        records = bed.requests()
+        assert [r.get("fault") for r in records if r["method"] == "POST"] == [None, "die"]
+        assert records[-1]["path"] == "/api/v1/namespaces/cuda-run/pods"
+    finally:
+        bed.down()
+
+
+def test_the_api_server_dies_after_a_count_of_matching_requests(tmp_path: Path) -> None:
+    bed = _faulty(tmp_path, {"die_after": {"path": "^/api/v1/nodes$", "method": "GET", "count": 3}})
+    try:
+        raw = Raw(bed)
+        assert [raw("GET", "/api/v1/nodes")[0] for _ in range(3)] == [200, 200, 200]
+        with pytest.raises(ConnectionRefusedError):
+            raw("GET", "/version")
+    finally:
+        bed.down()
+
+
+def test_a_continue_token_older_than_the_history_is_410_expired_with_a_fresh_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_dgxspark.testbed import paging, reply, store
+
+    monkeypatch.setattr(store, "HISTORY", 4)
+    s = store.Store()
+    for i in range(3):
+        s.put("/configmaps", {"metadata": {"name": f"c{i}", "namespace": "default"}})
+    first = paging.list_page(s, "/configmaps", None, {"limit": "1"}, lambda o: True, False)
+    assert [o["metadata"]["name"] for o in first.items] == ["c0"] and first.remaining == 2
+    for i in range(5):
+        s.put("/configmaps", {"metadata": {"name": f"d{i}", "namespace": "default"}})
+    with pytest.raises(reply.ApiError) as info:
+        paging.list_page(s, "/configmaps", None, {"limit": "1", "continue": first.token}, lambda o: True, False)
+    assert info.value.code == 410 and info.value.body["reason"] == "Expired"
+    assert info.value.body["message"].startswith("The provided continue parameter is too old to display a consistent list")
+    rest = paging.list_page(s, "/configmaps", None, {"continue": info.value.body["metadata"]["continue"]}, lambda o: True, False)
+    assert [o["metadata"]["name"] for o in rest.items] == ["c1", "c2", "d0", "d1", "d2", "d3", "d4"]
