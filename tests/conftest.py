@@ -1,10 +1,14 @@
 """Shared helpers of the project's own tests."""
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
 import pytest
+
+# Runs made by the tests skip summary.pdf (Chromium costs 1-2 s a run); the report tests that print it unset this.
+os.environ.setdefault("DGXSPARK_PDF", "off")
 
 REPO = Path(__file__).resolve().parents[1]
 SITE = REPO / "sites" / "tirosh-home"

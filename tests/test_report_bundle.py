@@ -1,4 +1,4 @@
-"""The bundle's integrity: manifest, verify CLI, signature round trip, and finishing a run's bundle."""
+"""The bundle's integrity: manifest, attestation and CTRF checks in verify, signature round trip, finishing a bundle."""
 from __future__ import annotations
 
 import json
@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from pytest_dgxspark.report import bundle as bundle_module
 from pytest_dgxspark.report import cli
 from pytest_dgxspark.report.bundle import finish_bundle
 from pytest_dgxspark.report.example import example_results, write_example_bundle
+from pytest_dgxspark.report.attestation import write_attestation
 from pytest_dgxspark.report.manifest import check_manifest, read_manifest, sha256_file, write_manifest
 from pytest_dgxspark.report.signing import key_problem
 
@@ -18,18 +20,29 @@ needs_ssh_keygen = pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason
 
 
 @pytest.fixture
-def bundle(tmp_path: Path) -> Path:
+def no_chromium(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Finish bundles as on a machine without Chromium (fast; the PDF path has tests of its own)."""
+    monkeypatch.delenv("DGXSPARK_PDF", raising=False)
+    monkeypatch.setattr(bundle_module, "chromium", lambda: None)
+
+
+@pytest.fixture
+def bundle(tmp_path: Path, no_chromium: None) -> Path:
     run_dir = write_example_bundle(tmp_path / "20260105T010203Z-0a1b", example_results())
     (run_dir / "report.html").write_text("<html>pytest-html</html>", encoding="utf-8")
     (run_dir / "junit.xml").write_text("<testsuites/>", encoding="utf-8")
     outcome = finish_bundle(run_dir, "both")
     assert outcome.problems == ()
+    assert outcome.notes == (f"summary.pdf not written: chromium is not installed (Debian: apt-get install chromium); "
+                             f"render it later with dgxspark-report pdf {run_dir}",)
     return run_dir
 
 
 def test_a_finished_bundle_holds_every_file_and_the_manifest_lists_all_but_itself(bundle: Path) -> None:
     files = sorted(p.relative_to(bundle).as_posix() for p in bundle.rglob("*") if p.is_file())
-    assert {"results.json", "summary.html", "report.html", "junit.xml", "MANIFEST.sha256"} <= set(files)
+    assert {"results.json", "summary.html", "report.html", "junit.xml", "ctrf.json", "attestation.intoto.json",
+            "MANIFEST.sha256"} <= set(files)
+    assert "summary.pdf" not in files
     assert len([f for f in files if f.startswith("evidence/")]) == 30
     manifest = read_manifest(bundle)
     assert sorted(manifest) == [f for f in files if f != "MANIFEST.sha256"]
@@ -52,7 +65,11 @@ def test_the_manifest_is_in_sha256sum_check_format(bundle: Path) -> None:
 
 def test_verify_passes_on_a_fresh_bundle(bundle: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["verify", str(bundle)]) == 0
-    assert f"manifest OK: 34 files in {bundle} match MANIFEST.sha256" in capsys.readouterr().out
+    out = capsys.readouterr().out.splitlines()
+    assert out == [f"manifest OK: 36 files in {bundle} match MANIFEST.sha256",
+                   "attestation OK: attestation.intoto.json (in-toto Statement v1, test-result v0.1) attests every "
+                   "file and agrees with results.json",
+                   "ctrf OK: ctrf.json holds the tests of results.json"]
 
 
 def test_verify_fails_after_a_one_byte_change(bundle: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -64,6 +81,7 @@ def test_verify_fails_after_a_one_byte_change(bundle: Path, capsys: pytest.Captu
     err = capsys.readouterr().err
     assert f"manifest FAILED: {bundle} does not match MANIFEST.sha256:" in err
     assert "  changed: results.json" in err
+    assert f"  {bundle / 'attestation.intoto.json'}: changed: results.json (its sha256 differs from the attested digest)" in err
 
 
 def test_verify_fails_after_a_removed_and_an_added_file_listing_each(bundle: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -95,18 +113,31 @@ def test_re_rendering_the_summary_in_the_runs_language_keeps_the_manifest_valid(
     assert 'lang="ko"' not in (bundle.parent / "en.html").read_text(encoding="utf-8").split("<body>")[1].split('id="matrix"')[0]
 
 
+def test_dgxspark_pdf_off_skips_the_pdf_and_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DGXSPARK_PDF", "off")
+    monkeypatch.setattr(bundle_module, "chromium", lambda: pytest.fail("Chromium must not be looked for"))
+    run_dir = write_example_bundle(tmp_path / "run", example_results())
+    outcome = finish_bundle(run_dir, "en")
+    assert outcome.notes == (f"summary.pdf not written: DGXSPARK_PDF=off; render it later with dgxspark-report pdf {run_dir}",)
+    assert outcome.problems == () and not (run_dir / "summary.pdf").exists()
+
+
 def test_finishing_without_results_json_reports_it_and_writes_nothing(tmp_path: Path) -> None:
     outcome = finish_bundle(tmp_path)
     assert outcome.written == ()
     assert outcome.problems == (f"{tmp_path}: no results.json, so no summary or manifest was written",)
 
 
-def test_a_broken_summary_is_reported_and_the_manifest_still_written(tmp_path: Path) -> None:
+def test_a_broken_summary_is_reported_and_the_manifest_still_written(tmp_path: Path, no_chromium: None) -> None:
     (tmp_path / "results.json").write_text(json.dumps({"run": {}}), encoding="utf-8")
     outcome = finish_bundle(tmp_path)
-    assert outcome.written == ("MANIFEST.sha256",)
+    assert outcome.written == ("attestation.intoto.json", "MANIFEST.sha256")
     assert outcome.problems == ("summary.html not written: results.json lacks verdict, rules; "
-                                "the summary needs run, verdict and rules",)
+                                "the summary needs run, verdict and rules",
+                                "ctrf.json not written: results.json lacks verdict, rules; "
+                                "ctrf.json needs run, verdict and rules")
+    statement = json.loads((tmp_path / "attestation.intoto.json").read_text(encoding="utf-8"))
+    assert statement["predicate"]["result"] == "FAILED"
     assert json.loads((tmp_path / "results.json").read_text(encoding="utf-8")) == {"run": {}}
     assert check_manifest(tmp_path).ok
 
@@ -134,14 +165,16 @@ def signer(tmp_path: Path) -> tuple[Path, Path]:
 
 @needs_ssh_keygen
 def test_a_signed_bundle_verifies_with_the_allowed_signers_and_fails_once_changed(
-    tmp_path: Path, signer: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, signer: tuple[Path, Path], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     key, allowed = signer
     assert key_problem(key) is None
     run_dir = write_example_bundle(tmp_path / "run", example_results())
+    monkeypatch.setattr(bundle_module, "chromium", lambda: None)
     outcome = finish_bundle(run_dir, "ko", key)
     assert outcome.problems == ()
-    assert outcome.written == ("summary.html", "MANIFEST.sha256", "MANIFEST.sha256.sig")
+    assert outcome.written == ("summary.html", "ctrf.json", "attestation.intoto.json", "MANIFEST.sha256",
+                               "MANIFEST.sha256.sig")
     assert "MANIFEST.sha256.sig" not in read_manifest(run_dir)
 
     assert cli.main(["verify", str(run_dir), "--allowed-signers", str(allowed)]) == 0
@@ -152,7 +185,11 @@ def test_a_signed_bundle_verifies_with_the_allowed_signers_and_fails_once_change
     capsys.readouterr()
 
     (run_dir / "summary.html").write_text("forged", encoding="utf-8")
-    write_manifest(run_dir)  # a forger can rewrite the manifest, not its signature
+    write_manifest(run_dir)  # a forger can rewrite the manifest (the attestation now disagrees), not its signature
+    assert cli.main(["verify", str(run_dir)]) == 1
+    assert "attestation.intoto.json: changed: summary.html" in capsys.readouterr().err
+    write_attestation(run_dir)
+    write_manifest(run_dir)  # ... and the attestation too
     assert cli.main(["verify", str(run_dir)]) == 0
     assert cli.main(["verify", str(run_dir), "--allowed-signers", str(allowed)]) == 1
     assert "signature FAILED" in capsys.readouterr().err
@@ -166,7 +203,7 @@ def test_verify_with_allowed_signers_fails_on_an_unsigned_bundle(bundle: Path, s
 
 
 @needs_ssh_keygen
-def test_a_signature_by_an_unlisted_key_fails(tmp_path: Path, signer: tuple[Path, Path],
+def test_a_signature_by_an_unlisted_key_fails(tmp_path: Path, signer: tuple[Path, Path], no_chromium: None,
                                              capsys: pytest.CaptureFixture[str]) -> None:
     other = tmp_path / "other"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)

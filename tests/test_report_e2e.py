@@ -1,7 +1,10 @@
-"""End to end: drift between two testbed runs (healthy, then a fault scenario), and the bundle verifies."""
+"""End to end: drift between two testbed runs (healthy, then a fault scenario); the bundles verify and print."""
 from __future__ import annotations
 
 import json
+import os
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -9,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from pytest_dgxspark.report import cli
+from pytest_dgxspark.report.pdf import chromium
 
 REPO = Path(__file__).resolve().parents[1]
 BROKEN = ("failed", "error", "blocked")
@@ -19,6 +23,7 @@ def _run(report_dir: Path, *args: str) -> dict:
         [sys.executable, "-m", "pytest", "suites", "--report-dir", str(report_dir), "-p", "no:cacheprovider",
          "-q", "--no-header", *args],
         cwd=REPO, capture_output=True, text=True, timeout=300,
+        env={k: v for k, v in os.environ.items() if k != "DGXSPARK_PDF"},  # these runs print summary.pdf
     )
     results = report_dir / "latest" / "results.json"
     assert results.is_file(), f"no results.json\n{proc.stdout[-3000:]}\n{proc.stderr[-2000:]}"
@@ -43,3 +48,14 @@ def test_drift_between_a_healthy_and_a_fault_testbed_run(tmp_path: Path) -> None
     assert cli.main(["verify", str(run_dir)]) == 0
     summary = (run_dir / "summary.html").read_text(encoding="utf-8")
     assert '<section id="drift">' in summary and "SIMULATED" in summary
+    statement = json.loads((run_dir / "attestation.intoto.json").read_text(encoding="utf-8"))
+    assert statement["predicate"]["result"] == "FAILED" and "ADR-0002.operator-components" in statement["predicate"]["failedTests"]
+    ctrf = json.loads((run_dir / "ctrf.json").read_text(encoding="utf-8"))
+    assert ctrf["results"]["summary"]["tests"] == sum(len(r["tests"]) for r in doc["rules"])
+    if chromium() is None or shutil.which("pdfinfo") is None:
+        pytest.skip("chromium or poppler-utils is not installed: summary.pdf not checked")
+    info = subprocess.run(["pdfinfo", str(baseline / "summary.pdf")], capture_output=True, text=True, check=True).stdout
+    assert 1 < int(re.search(r"^Pages:\s+(\d+)$", info, re.M).group(1)) <= 4  # the healthy one-node run
+    first = subprocess.run(["pdftotext", "-f", "1", "-l", "1", str(run_dir / "summary.pdf"), "-"],
+                           capture_output=True, text=True, check=True).stdout
+    assert "REJECTED" in first and "ADR-0002.operator-components" in first and "Sign-off" in first

@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from pytest_dgxspark.report import bundle as bundle_module
 from pytest_dgxspark.report import cli
-from pytest_dgxspark.report.manifest import check_manifest
+from pytest_dgxspark.report.manifest import check_manifest, read_manifest
+from pytest_dgxspark.report.pdf import chromium
 
 ARGS = ("--site", "sites/tirosh-home", "--report-dir", "out", "-p", "no:cacheprovider")
 HOST_SUITE = (
@@ -32,16 +34,31 @@ def _run_dir(pytester: pytest.Pytester) -> Path:
     return (pytester.path / "out" / "latest").resolve()
 
 
+# The tests whose runs print summary.pdf (the others run with DGXSPARK_PDF=off, as tests/conftest.py sets).
+PDF_TESTS = {"test_a_run_writes_every_file_of_the_bundle", "test_without_chromium_the_run_says_so_and_the_bundle_still_verifies"}
+
+
+@pytest.fixture(autouse=True)
+def pdf_wanted(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    if request.node.name in PDF_TESTS:
+        monkeypatch.delenv("DGXSPARK_PDF", raising=False)
+
+
+@pytest.mark.skipif(chromium() is None, reason="chromium is not installed (Debian: apt-get install chromium)")
 def test_a_run_writes_every_file_of_the_bundle(pytester: pytest.Pytester, suite) -> None:
     _write(suite, fail=False)
     result = pytester.runpytest(*ARGS, "--dgxspark-operator", "Kim <Vendor>")
     assert result.ret == 0
     run_dir = _run_dir(pytester)
     names = {p.relative_to(run_dir).as_posix() for p in run_dir.rglob("*") if p.is_file()}
-    assert {"results.json", "report.html", "summary.html", "junit.xml", "MANIFEST.sha256"} <= names
+    assert {"results.json", "report.html", "summary.html", "summary.pdf", "junit.xml", "ctrf.json",
+            "attestation.intoto.json", "MANIFEST.sha256"} <= names
     assert any(n.startswith("evidence/") for n in names)
     assert "MANIFEST.sha256.sig" not in names
-    result.stdout.fnmatch_lines([f"dgxspark bundle: {run_dir} (summary.html, MANIFEST.sha256)"])
+    assert {"summary.pdf", "ctrf.json", "attestation.intoto.json"} <= set(read_manifest(run_dir))
+    assert (run_dir / "summary.pdf").read_bytes().startswith(b"%PDF-")
+    result.stdout.fnmatch_lines([f"dgxspark bundle: {run_dir} (summary.html, summary.pdf, ctrf.json, "
+                                 "attestation.intoto.json, MANIFEST.sha256)"])
     assert check_manifest(run_dir).ok
     assert cli.main(["verify", str(run_dir)]) == 0
     doc = json.loads((run_dir / "results.json").read_text(encoding="utf-8"))
@@ -140,6 +157,24 @@ def test_a_signed_run_verifies_with_the_engineers_key(pytester: pytest.Pytester,
     run_dir = _run_dir(pytester)
     assert (run_dir / "MANIFEST.sha256.sig").is_file()
     assert cli.main(["verify", str(run_dir), "--allowed-signers", str(allowed)]) == 0
+
+
+def test_without_chromium_the_run_says_so_and_the_bundle_still_verifies(
+    pytester: pytest.Pytester, suite, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(bundle_module, "chromium", lambda: None)
+    _write(suite, fail=False)
+    result = pytester.runpytest(*ARGS)
+    assert result.ret == 0
+    run_dir = _run_dir(pytester)
+    assert not (run_dir / "summary.pdf").exists()
+    result.stdout.fnmatch_lines([
+        f"dgxspark bundle: {run_dir} (summary.html, ctrf.json, attestation.intoto.json, MANIFEST.sha256)",
+        f"dgxspark bundle: summary.pdf not written: chromium is not installed (Debian: apt-get install chromium); "
+        f"render it later with dgxspark-report pdf {run_dir}",
+    ])
+    assert "dgxspark bundle ERROR" not in result.stdout.str()
+    assert cli.main(["verify", str(run_dir)]) == 0
 
 
 def test_without_pytest_html_the_bundle_is_still_complete_and_verifies(pytester: pytest.Pytester, suite) -> None:

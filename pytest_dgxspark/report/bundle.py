@@ -1,55 +1,87 @@
-"""Finish a run's bundle once results.json, report.html and junit.xml exist: summary, manifest, signature."""
+"""Finish a run's bundle once results.json, report.html and junit.xml exist: summary, PDF, CTRF, attestation,
+manifest, signature."""
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_dgxspark.report.attestation import ATTESTATION, write_attestation
+from pytest_dgxspark.report.ctrf import CTRF, CtrfError, write_ctrf
 from pytest_dgxspark.report.manifest import ManifestError, write_manifest
+from pytest_dgxspark.report.pdf import PDF, PdfError, chromium, print_pdf
 from pytest_dgxspark.report.signing import SigningError, sign_manifest
 from pytest_dgxspark.report.summary import SummaryError, write_summary
+
+NO_CHROMIUM = ("summary.pdf not written: chromium is not installed (Debian: apt-get install chromium); "
+               "render it later with dgxspark-report pdf {dir}")
+# DGXSPARK_PDF=off skips the PDF (the project's own tests set it: Chromium costs a second or two a run).
+PDF_ENV = "DGXSPARK_PDF"
+PDF_OFF = "summary.pdf not written: DGXSPARK_PDF=off; render it later with dgxspark-report pdf {dir}"
 
 
 @dataclass(frozen=True)
 class BundleOutcome:
-    """What finishing the bundle wrote, and every problem met on the way (results.json is never touched)."""
+    """What finishing the bundle wrote, notes (e.g. no Chromium for the PDF), and every problem met on the way.
+
+    results.json is never touched.
+    """
 
     run_dir: Path
     written: tuple[str, ...]
     problems: tuple[str, ...]
+    notes: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
         return not self.problems
 
 
+def _step(name: str, action: Callable[[], Path], written: list[str], problems: list[str], where: Path) -> bool:
+    """Run one writing step; a failure is a problem naming the file, and the next steps still run."""
+    try:
+        written.append(action().name)
+        return True
+    except (SummaryError, PdfError, CtrfError, ManifestError, SigningError) as exc:
+        problems.append(f"{name} not written: {exc}")
+    except Exception as exc:  # noqa: BLE001 - one broken file must not cost the rest of the bundle
+        problems.append(f"{name} not written: {where}: {type(exc).__name__}: {exc}")
+    return False
+
+
+def seal(run_dir: Path, sign_key: Path | None, written: list[str], problems: list[str]) -> None:
+    """Attest every file, then write MANIFEST.sha256 over them all, then sign it with sign_key."""
+    _step(ATTESTATION, lambda: write_attestation(run_dir, keep_predicate=True), written, problems, run_dir)
+    if not _step("MANIFEST.sha256", lambda: write_manifest(run_dir), written, problems, run_dir):
+        if sign_key is not None:
+            problems.append(f"MANIFEST.sha256.sig not written: there is no manifest to sign in {run_dir}")
+        return
+    if sign_key is not None:
+        _step("MANIFEST.sha256.sig", lambda: sign_manifest(run_dir, sign_key), written, problems, run_dir)
+
+
 def finish_bundle(run_dir: Path, lang: str | None = None, sign_key: Path | None = None) -> BundleOutcome:
-    """Write summary.html, then MANIFEST.sha256 over every other file, then its signature with sign_key.
+    """Write summary.html, summary.pdf (when Chromium is installed), ctrf.json, attestation.intoto.json,
+    then MANIFEST.sha256 over every other file, then its signature with sign_key.
 
     Each step runs even when an earlier one failed (an unsigned manifest is better than none); a failed
     step is reported in `problems`, naming the file and what went wrong.
     """
     written: list[str] = []
     problems: list[str] = []
-    if not (run_dir / "results.json").is_file():
+    notes: list[str] = []
+    results = run_dir / "results.json"
+    if not results.is_file():
         return BundleOutcome(run_dir, (), (f"{run_dir}: no results.json, so no summary or manifest was written",))
-    try:
-        written.append(write_summary(run_dir, lang).name)
-    except SummaryError as exc:
-        problems.append(f"summary.html not written: {exc}")
-    except Exception as exc:  # noqa: BLE001 - a broken summary must not cost the manifest
-        problems.append(f"summary.html not written: {run_dir / 'results.json'}: {type(exc).__name__}: {exc}")
-    try:
-        manifest = write_manifest(run_dir)
-        written.append(manifest.name)
-    except (OSError, ManifestError) as exc:
-        problems.append(f"MANIFEST.sha256 not written in {run_dir}: {exc}")
-        manifest = None
-    if sign_key is not None:
-        if manifest is None:
-            problems.append(f"MANIFEST.sha256.sig not written: there is no manifest to sign in {run_dir}")
-        else:
-            try:
-                written.append(sign_manifest(run_dir, sign_key).name)
-            except (OSError, SigningError) as exc:
-                problems.append(f"MANIFEST.sha256.sig not written: {exc}")
-    return BundleOutcome(run_dir, tuple(written), tuple(problems))
+    (run_dir / ATTESTATION).unlink(missing_ok=True)  # a fresh run gets a fresh predicate
+    summary = _step("summary.html", lambda: write_summary(run_dir, lang), written, problems, results)
+    if summary and os.environ.get(PDF_ENV) == "off":
+        notes.append(PDF_OFF.format(dir=run_dir))
+    elif summary and chromium() is None:
+        notes.append(NO_CHROMIUM.format(dir=run_dir))
+    elif summary:
+        _step(PDF, lambda: print_pdf(run_dir / "summary.html", run_dir / PDF), written, problems, run_dir)
+    _step(CTRF, lambda: write_ctrf(run_dir), written, problems, results)
+    seal(run_dir, sign_key, written, problems)
+    return BundleOutcome(run_dir, tuple(written), tuple(problems), tuple(notes))

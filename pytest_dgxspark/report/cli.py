@@ -1,4 +1,4 @@
-"""dgxspark-report: verify a bundle's manifest and signature, or re-render its summary."""
+"""dgxspark-report: verify a bundle (manifest, attestation, CTRF, signature), re-render its summary, print its PDF."""
 from __future__ import annotations
 
 import argparse
@@ -7,9 +7,13 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from pytest_dgxspark.report.manifest import SIGNATURE, ManifestError, check_manifest
+from pytest_dgxspark.report.attestation import check_attestation
+from pytest_dgxspark.report.bundle import seal
+from pytest_dgxspark.report.ctrf import check_ctrf
+from pytest_dgxspark.report.manifest import MANIFEST, SIGNATURE, ManifestError, check_manifest
 from pytest_dgxspark.report.messages import LANGS
-from pytest_dgxspark.report.signing import SigningError, verify_signature
+from pytest_dgxspark.report.pdf import PDF, PdfError, print_pdf
+from pytest_dgxspark.report.signing import SigningError, key_problem, verify_signature
 from pytest_dgxspark.report.summary import SummaryError, render_summary, write_summary
 
 OK, FAILED, USAGE = 0, 1, 2
@@ -29,7 +33,23 @@ def _parser() -> argparse.ArgumentParser:
     summary.add_argument("--lang", choices=LANGS, help="ko, en or both (default: the run's own)")
     summary.add_argument("-o", "--output", type=Path, metavar="FILE",
                          help="write here instead of DIR/summary.html (keeps the manifest intact)")
+    pdf = commands.add_parser("pdf", help="print summary.html to summary.pdf with headless Chromium and re-seal the bundle")
+    pdf.add_argument("dir", type=Path, help="the bundle directory (reports/<run-id>)")
+    pdf.add_argument("--sign", type=Path, metavar="KEY",
+                     help="re-sign the rewritten manifest with this SSH key (required when the bundle is signed)")
+    pdf.add_argument("-o", "--output", type=Path, metavar="FILE",
+                     help="print here instead of DIR/summary.pdf (leaves the bundle as it is)")
     return parser
+
+
+def _check(name: str, problems: list[str], ok_line: str) -> int:
+    if not problems:
+        print(ok_line)
+        return OK
+    print(f"{name} FAILED:", file=sys.stderr)
+    for line in problems:
+        print(f"  {line}", file=sys.stderr)
+    return FAILED
 
 
 def verify(directory: Path, allowed_signers: Path | None, identity: str | None) -> int:
@@ -47,6 +67,10 @@ def verify(directory: Path, allowed_signers: Path | None, identity: str | None) 
         print(f"manifest FAILED: {directory} does not match MANIFEST.sha256:", file=sys.stderr)
         for line in check.problems():
             print(f"  {line}", file=sys.stderr)
+    status = max(status, _check("attestation", check_attestation(directory),
+                                "attestation OK: attestation.intoto.json (in-toto Statement v1, test-result v0.1) "
+                                "attests every file and agrees with results.json"))
+    status = max(status, _check("ctrf", check_ctrf(directory), "ctrf OK: ctrf.json holds the tests of results.json"))
     if allowed_signers is None:
         if (directory / SIGNATURE).is_file():
             print(f"signature present, not checked (give --allowed-signers FILE to check {SIGNATURE})")
@@ -80,6 +104,43 @@ def summary(directory: Path, lang: str | None, output: Path | None) -> int:
     return OK
 
 
+def pdf(directory: Path, key: Path | None, output: Path | None) -> int:
+    """Print the bundle's summary to PDF; into the bundle only when it still matches its manifest, then re-seal it."""
+    source = directory / "summary.html"
+    try:
+        if output is not None:
+            print(f"wrote {print_pdf(source, output)}")
+            return OK
+        check = check_manifest(directory)
+    except (PdfError, ManifestError) as exc:
+        print(f"FAILED: {exc}", file=sys.stderr)
+        return FAILED
+    if not check.ok:
+        print(f"FAILED: {directory} does not match its {MANIFEST} ({'; '.join(check.problems())}); "
+              f"refusing to re-seal it (see dgxspark-report verify {directory})", file=sys.stderr)
+        return FAILED
+    if key is None and (directory / SIGNATURE).is_file():
+        print(f"FAILED: {directory} is signed ({SIGNATURE}); give --sign KEY to re-sign the rewritten manifest, "
+              "or -o FILE to print the PDF outside the bundle", file=sys.stderr)
+        return FAILED
+    problem = key_problem(key) if key is not None else None
+    if problem:
+        print(f"FAILED: {problem.replace('--dgxspark-sign', '--sign', 1)}", file=sys.stderr)
+        return FAILED
+    try:
+        print_pdf(source, directory / PDF)
+    except PdfError as exc:
+        print(f"FAILED: {exc}", file=sys.stderr)
+        return FAILED
+    written: list[str] = [PDF]
+    problems: list[str] = []
+    seal(directory, key, written, problems)
+    print(f"wrote {directory / PDF}; re-sealed: {', '.join(written[1:]) or 'nothing'}")
+    for line in problems:
+        print(f"FAILED: {line}", file=sys.stderr)
+    return FAILED if problems else OK
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if not args.dir.is_dir():
@@ -87,6 +148,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return USAGE
     if args.command == "verify":
         return verify(args.dir, args.allowed_signers, args.identity)
+    if args.command == "pdf":
+        return pdf(args.dir, args.sign, args.output)
     return summary(args.dir, args.lang, args.output)
 
 

@@ -124,6 +124,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
                             Path(key).expanduser() if key else None)
     _say(config, f"dgxspark bundle: {outcome.run_dir} ({', '.join(outcome.written) or 'nothing written'})",
          red=False)
+    for note in outcome.notes:
+        _say(config, f"dgxspark bundle: {note}", red=False)
     for problem in outcome.problems:
         _say(config, f"dgxspark bundle ERROR: {problem}", red=True)
 

@@ -1,0 +1,156 @@
+"""ctrf.json: the run's tests in the Common Test Report Format (CTRF spec 0.0.0), derived from results.json."""
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from pytest_dgxspark.report.matrix import evidence_href
+
+CTRF = "ctrf.json"
+SPEC_VERSION = "0.0.0"
+STATUSES = ("passed", "failed", "skipped", "pending", "other")
+# Our test outcomes as CTRF statuses; the outcome itself is kept as rawStatus.
+_STATUS = {"passed": "passed", "failed": "failed", "error": "failed", "blocked": "skipped",
+           "not-applicable": "skipped", "not-selected": "skipped", "skipped": "skipped", "untested": "skipped",
+           "xfailed": "skipped"}
+_NAMESPACE = uuid.UUID("6f1c3a52-8d1e-4c4e-9a57-0d6b2f1e5a10")  # reportId = uuid5(this, run id): stable
+
+
+class CtrfError(Exception):
+    """results.json lacks what ctrf.json needs."""
+
+
+def tool_version() -> str:
+    try:
+        return metadata.version("pytest-dgxspark")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+def _millis(value: Any) -> int:
+    try:
+        moment = datetime.fromisoformat(str(value))
+    except ValueError:
+        return 0
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return int(moment.timestamp() * 1000)
+
+
+def _test(rule: dict[str, Any], test: dict[str, Any]) -> dict[str, Any]:
+    outcome = str(test.get("outcome") or "untested")
+    nodeid = str(test.get("nodeid") or rule.get("id"))
+    entry: dict[str, Any] = {
+        "name": nodeid,
+        "status": _STATUS.get(outcome, "other"),
+        "duration": max(0, round(float(test.get("duration") or 0) * 1000)),
+        "suite": [str(rule.get("layer") or "—"), str(rule.get("id"))],
+        "rawStatus": outcome,
+        "tags": [str(rule.get("id")), str(rule.get("layer"))],
+        "labels": {"rule": str(rule.get("id")), "layer": str(rule.get("layer")), "adr": str(rule.get("adr")),
+                   "section": str(rule.get("section")), "severity": str(rule.get("severity")),
+                   "kind": str(rule.get("kind")), "ruleStatus": str(rule.get("status"))},
+        "filePath": nodeid.split("::", 1)[0],
+    }
+    if test.get("message"):
+        entry["message"] = str(test["message"])
+    href = evidence_href(test.get("evidence"))
+    if href:
+        entry["attachments"] = [{"name": "evidence", "contentType": "application/json", "path": href}]
+    extra = {k: test[k] for k in ("blocked_by",) if test.get(k)}
+    if rule.get("waiver"):
+        extra["waiver"] = rule["waiver"]
+    if extra:
+        entry["extra"] = extra
+    return entry
+
+
+def tests_of(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """A CTRF test per test of every rule; a rule no test ran for gets one entry of its own (status skipped)."""
+    tests = []
+    for rule in results.get("rules") or []:
+        ran = [t for t in rule.get("tests") or [] if isinstance(t, dict)]
+        if not ran:
+            ran = [{"nodeid": f"{rule.get('id')} (no test ran)", "outcome": str(rule.get("status") or "untested"),
+                    "duration": 0, "message": ""}]
+        tests.extend(_test(rule, test) for test in ran)
+    return tests
+
+
+def build_ctrf(results: dict[str, Any]) -> dict[str, Any]:
+    """The CTRF document of results (deterministic: the same results give the same document)."""
+    missing = [key for key in ("run", "verdict", "rules") if key not in results]
+    if missing:
+        raise CtrfError(f"results.json lacks {', '.join(missing)}; ctrf.json needs run, verdict and rules")
+    run = results["run"] or {}
+    tests = tests_of(results)
+    start, stop = _millis(run.get("started")), _millis(run.get("finished"))
+    summary = {status: sum(1 for t in tests if t["status"] == status) for status in STATUSES}
+    version = tool_version()
+    target = f"testbed:{run.get('testbed')}" if run.get("simulated") else f"site:{run.get('site')}"
+    stamp = {"timestamp": str(run.get("finished") or run.get("started"))} if start else {}
+    return {
+        "reportFormat": "CTRF",
+        "specVersion": SPEC_VERSION,
+        "reportId": str(uuid.uuid5(_NAMESPACE, str(run.get("id")))),
+        **stamp,
+        "generatedBy": f"pytest-dgxspark {version}",
+        "results": {
+            "tool": {"name": "pytest-dgxspark", "version": version},
+            "summary": {"tests": len(tests), **summary, "start": start, "stop": stop,
+                        "duration": max(0, stop - start),
+                        "extra": {"verdict": str(results["verdict"]), "simulated": bool(run.get("simulated")),
+                                  "root_causes": list(results.get("root_causes") or []),
+                                  "lowest_broken_layer": results.get("lowest_broken_layer"),
+                                  "scope": results.get("scope"), "rules": dict(results.get("counts") or {})}},
+            "tests": tests,
+            "environment": {"reportName": f"DGX Spark handover {run.get('site')} {run.get('id')}",
+                            "appName": str(run.get("site") or ""), "testEnvironment": target,
+                            "extra": {"run_id": run.get("id"), "context": run.get("context"),
+                                      "simulated": bool(run.get("simulated"))}},
+        },
+    }
+
+
+def write_ctrf(run_dir: Path) -> Path:
+    """(Re)write run_dir/ctrf.json from run_dir/results.json."""
+    results = json.loads((run_dir / "results.json").read_text(encoding="utf-8"))
+    target = run_dir / CTRF
+    target.write_text(json.dumps(build_ctrf(results), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return target
+
+
+def check_ctrf(run_dir: Path) -> list[str]:
+    """Why run_dir/ctrf.json is not the CTRF of its results.json (empty when it is)."""
+    path = run_dir / CTRF
+    if not path.is_file():
+        return [f"{path}: no {CTRF} in this bundle"]
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        results = json.loads((run_dir / "results.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        return [f"{path}: cannot be read as JSON with its results.json ({exc})"]
+    if not isinstance(doc, dict) or doc.get("reportFormat") != "CTRF" or not isinstance(doc.get("results"), dict):
+        return [f"{path}: not a CTRF document (reportFormat 'CTRF' and results expected)"]
+    problems = []
+    tests = doc["results"].get("tests")
+    summary = doc["results"].get("summary") or {}
+    if not isinstance(tests, list) or any(not isinstance(t, dict) or t.get("status") not in STATUSES for t in tests):
+        return [f"{path}: results.tests must be a list of tests with a status in {', '.join(STATUSES)}"]
+    for status in STATUSES:
+        if summary.get(status) != sum(1 for t in tests if t.get("status") == status):
+            problems.append(f"{path}: summary.{status} is {summary.get(status)!r}, the tests count "
+                            f"{sum(1 for t in tests if t.get('status') == status)}")
+    try:
+        expected = build_ctrf(results)
+    except CtrfError as exc:
+        return [*problems, f"{path}: {exc}"]
+    if [t["name"] for t in tests] != [t["name"] for t in expected["results"]["tests"]]:
+        problems.append(f"{path}: its tests are not the tests of results.json")
+    elif [t["status"] for t in tests] != [t["status"] for t in expected["results"]["tests"]]:
+        problems.append(f"{path}: its test statuses differ from results.json")
+    return problems
