@@ -6,7 +6,7 @@ import pytest
 from pytest_dgxspark import hookspecs, runfixtures
 from pytest_dgxspark.plan import listing_rules, plan_key, resolve
 from pytest_dgxspark.outcome import BLOCKED_PREFIX, blocking_rules, fold
-from pytest_dgxspark.results import build_results, results_key, run_info, write_results
+from pytest_dgxspark.results import ResultsNotWritten, build_results, results_key, run_info, write_results
 from pytest_dgxspark.rules import LAYERS, CatalogError, load_catalog
 from pytest_dgxspark.runstate import (
     RunState, coverage_problems, is_active, exception_is_target_error, item_rule, load_run, record_from_reports, state_key,
@@ -14,6 +14,8 @@ from pytest_dgxspark.runstate import (
 from pytest_dgxspark.targets import targets_key
 
 catalog_key = pytest.StashKey["object"]()
+# the redaction of every report, log and metadata bound for the bundle, and the bundle's byte scan
+pytest_plugins = ["pytest_dgxspark.bundleguard"]
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -174,14 +176,20 @@ def _redact_longrepr(report: pytest.TestReport) -> None:
         report.longrepr = redacted
 
 
-@pytest.hookimpl(wrapper=True)
+@pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int):
-    result = yield
     config = session.config
     state: RunState | None = config.stash.get(state_key, None)
     if state is None or config.option.collectonly or not state.items:
-        return result
-    _finish(config, session, state)
+        return (yield)
+    _finish(config, session, state)  # results.json first, once the verdict is known; junit.xml and report.html after
+    from pytest_dgxspark.bundleguard import reports_not_written, scan_written
+
+    try:
+        result = yield
+    except OSError as exc:  # junit.xml or report.html on a full disk: say so and what was kept, never a traceback
+        result = reports_not_written(config, exc)
+    scan_written(config)
     return result
 
 
@@ -214,15 +222,23 @@ def _finish(config: pytest.Config, session: pytest.Session, state: RunState) -> 
     )
     results["provenance"] = _provenance(config)
     config.hook.pytest_dgxspark_results(config=config, results=results)
-    path = write_results(info, results, folded.records, state.evidence)
     config.stash[results_key] = results
     tw = config.get_terminal_writer()
     tw.line()
+    try:
+        written = write_results(info, results, folded.records, state.evidence)
+    except ResultsNotWritten as exc:
+        written = None
+        del config.stash[results_key]
+        tw.line(f"dgxspark: BUNDLE NOT WRITTEN: {exc}", red=True, bold=True)
     colour = {"ACCEPTED": {"green": True}, "REJECTED": {"red": True}}.get(results["verdict"], {"yellow": True})
     stamp = " (SIMULATED)" if tgt.simulated else ""
     tw.line(f"dgxspark: {results['verdict']}{stamp}; root causes: {', '.join(results['root_causes']) or 'none'}; "
             f"lowest broken layer: {results['lowest_broken_layer'] or 'none'}", bold=True, **colour)
-    tw.line(f"dgxspark: results {path}")
+    if written is not None:
+        tw.line(f"dgxspark: results {written.path}")
+        for problem in written.problems:
+            tw.line(f"dgxspark: BUNDLE INCOMPLETE ON DISK: {problem}", red=True, bold=True)
 
 
 def _provenance(config: pytest.Config) -> dict:

@@ -126,25 +126,85 @@ def build_results(
     }
 
 
-def write_results(info: RunInfo, results: dict[str, Any], records: list[TestRecord], evidence: dict[str, list]) -> Path:
-    """Write results.json and evidence/ under the run directory and point `latest` at it."""
-    info.dir.mkdir(parents=True, exist_ok=True)
-    for index, rec in enumerate(records):
-        if rec.nodeid in evidence:
-            path = info.dir / evidence_name(index, rec.nodeid)
-            path.parent.mkdir(exist_ok=True)
-            doc = {"nodeid": rec.nodeid, "rule": rec.rule, "items": evidence[rec.nodeid]}
-            path.write_text(json.dumps(doc, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+DIR_MODE = 0o750
+FILE_MODE = 0o640
+
+
+class ResultsNotWritten(Exception):
+    """results.json could not be written: the message names the file and the cause; the verdict is still printed."""
+
+
+@dataclass(frozen=True)
+class Written:
+    """What write_results kept: results.json (always, else ResultsNotWritten), evidence files, and every problem."""
+
+    path: Path
+    kept: tuple[str, ...]
+    problems: tuple[str, ...]
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write text to path through a temp file in the same directory and a rename; mode 0640; no partial file."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, FILE_MODE)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def make_dir(path: Path) -> None:
+    path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    os.chmod(path, DIR_MODE)
+
+
+def write_results(info: RunInfo, results: dict[str, Any], records: list[TestRecord], evidence: dict[str, list]) -> Written:
+    """results.json first (atomic, once the verdict is known), then evidence/, then the `latest` link.
+
+    A failure writing results.json raises ResultsNotWritten; later failures are returned, naming what was kept."""
     target = info.dir / "results.json"
-    tmp = target.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(results, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
-    os.replace(tmp, target)
+    try:
+        make_dir(info.dir)
+        write_atomic(target, json.dumps(results, indent=2, ensure_ascii=False, default=str) + "\n")
+    except OSError as exc:
+        raise ResultsNotWritten(f"{target}: not written ({exc.strerror or exc}); nothing of this run was kept "
+                                "on disk: the verdict printed here is the only record") from None
+    kept, problems = ["results.json"], []
+    wanted = [(index, rec) for index, rec in enumerate(records) if rec.nodeid in evidence]
+    for index, rec in wanted:
+        name = evidence_name(index, rec.nodeid)
+        doc = {"nodeid": rec.nodeid, "rule": rec.rule, "items": evidence[rec.nodeid]}
+        try:
+            make_dir((info.dir / name).parent)
+            write_atomic(info.dir / name, json.dumps(doc, indent=2, ensure_ascii=False, default=str) + "\n")
+        except OSError as exc:
+            problems.append(f"{info.dir / name}: not written ({exc.strerror or exc})")
+            continue
+        kept.append(name)
+    if problems:
+        problems = [f"evidence: {len(kept) - 1} of {len(wanted)} files written; kept results.json and those; "
+                    f"first failure: {problems[0]}"]
+    link_problem = point_latest(info)
+    if link_problem:
+        problems.append(link_problem)
+    return Written(target, tuple(kept), tuple(problems))
+
+
+def point_latest(info: RunInfo) -> str | None:
+    """Replace <report-dir>/latest atomically (a new symlink renamed over the old one); a problem or None."""
     latest = info.report_dir / "latest"
     link = info.report_dir / f".latest-{info.id}"
     try:
         link.unlink(missing_ok=True)
         link.symlink_to(info.id, target_is_directory=True)
         os.replace(link, latest)
-    except OSError:
+    except OSError as exc:
         link.unlink(missing_ok=True)
-    return target
+        return f"{latest}: not pointed at {info.id} ({exc.strerror or exc}); the bundle is {info.dir}"
+    return None

@@ -61,4 +61,7 @@ def targets(pytestconfig: pytest.Config, request: pytest.FixtureRequest) -> Targ
         except Exception as exc:  # the testbed's own message says what failed
             raise TargetError(f"testbed {tgt.testbed_ref!r} did not start: {exc}") from exc
         attach_testbed(tgt, testbed)
+        from pytest_dgxspark.bundleguard import remember_file_secrets
+
+        remember_file_secrets(Path(testbed.kubeconfig), "the testbed's kubeconfig")
     return tgt

@@ -1,0 +1,169 @@
+"""The one redaction layer: every byte bound for the bundle passes here; the log says what kind was removed where."""
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable, Mapping
+from typing import Any
+
+REDACTED = "<redacted>"
+
+# Key names whose values are secret, in YAML, JSON, env files, INI, CLI flags and Python reprs.
+_WORDS = (r"password|passwd|passphrase|secret|token|api[-_]?key|access[-_]?key|private[-_]?key|"
+          r"key[-_]?data|cert(?:ificate)?[-_]?data|credentials?|authorization|bearer|session[-_]?key")
+SECRET_KEY = re.compile(rf"(?i)(?:{_WORDS})|(?:^|[-_.])pass$|^auth$|dockerconfigjson")
+# Keys that name or point at a secret, or switch a feature, rather than hold one (secretName, token-file,
+# rke2_secrets_encryption): their values are kept.
+REFERENCE_KEY = re.compile(r"(?i)(?:name|names|ref|file|path|namespace|enabled|encryption|mode|dir|type|kind|ttl)$")
+_END = r"(?<![nN]ame)(?<![nN]ames)(?<![rR]ef)(?<![fF]ile)(?<![pP]ath)(?<![nN]amespace)(?<![eE]nabled)" \
+       r"(?<![eE]ncryption)(?<![mM]ode)(?<![dD]ir)(?<![tT]ype)(?<![kK]ind)(?<![tT]tl)"
+_KEY = rf"(?:(?:[\w.-]+/)?[\w.-]*(?:{_WORDS})[\w.-]*|[\w.-]*[-_]pass|auth|\.dockerconfigjson){_END}"
+# Values that name no secret (a boolean flag like rke2_secrets_encryption: true, an empty value, a redaction).
+_HARMLESS = r"\s*[\"']?(?:true|false|yes|no|null|~|\[\]|\{\}|<redacted>)[\"']?(?=[\s,}\]#)]|\\n|$)"
+
+# (kind, pattern, replacement): applied in order to every text.
+_PATTERNS: tuple[tuple[str, re.Pattern[str], str | Callable[[re.Match[str]], str]], ...] = (
+    # the kubernetes client's DEBUG log of whole API answers (Secrets among them): only their size is kept
+    ("api-response-body", re.compile(r"(response body: )([^\n]*)"),
+     lambda m: f"{m.group(1)}<redacted: {len(m.group(2))} characters>"),
+    ("pem-block", re.compile(r"-----BEGIN ([A-Z0-9 ]*)-----.*?(?:-----END \1-----|\Z)", re.DOTALL), REDACTED),
+    ("url-userinfo", re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^\s/@:'\"<>]+:[^\s/@'\"<>]*@"), r"\1" + REDACTED + "@"),
+    ("rke2-join-token", re.compile(r"K10[0-9a-fA-F]{16,}::[^\s\"',}\\]+"), REDACTED),
+    ("bearer-token", re.compile(r"(?i)\b(bearer\s+)(?!<redacted>)([A-Za-z0-9._~+/=-]{8,})"), r"\1" + REDACTED),
+    ("basic-auth", re.compile(r"(?i)\b(authorization:\s*basic\s+)([A-Za-z0-9+/=]+)"), r"\1" + REDACTED),
+    # env entries: `- name: NGC_API_KEY` then `value: ...` (block, flow or JSON)
+    ("env-value", re.compile(
+        rf"(?i)([\"']?name[\"']?\s*:\s*[\"']?(?:[\w.-]*(?:{_WORDS}|_KEY|_PASS)[\w.-]*)[\"']?\s*(?:,|\n|\\n)"
+        r"\s*(?:-\s*)?[\"']?value[\"']?\s*:\s*)(?!" + _HARMLESS + r")(\"[^\"\n]*\"|'[^'\n]*'|[^\s,}\n\\]+)"),
+     r"\1" + REDACTED),
+    # block YAML / env / INI lines: `password: x`, `AWS_SECRET_ACCESS_KEY=x`, `token = x`
+    ("secret-key-value", re.compile(
+        rf"(?im)^(\s*(?:-\s*)?(?:export\s+)?[\"']?(?:{_KEY})[\"']?\s*[:=]\s*)(?!{_HARMLESS})(?!\s*$)([^\n]+)"),
+     r"\1" + REDACTED),
+    # CLI flags: --token x, --agent-token=x, --etcd-s3-secret-key=x
+    ("secret-flag", re.compile(rf"(?i)(--(?:{_KEY})(?:=|\s+))(?!{_HARMLESS})(?!-)(\S+)"), r"\1" + REDACTED),
+    # inline: JSON, flow YAML and Python reprs: "token": "x", {token: x}, 'ansible_password': 'x', \ntoken: x
+    ("secret-key-value", re.compile(
+        rf"(?i)((?:^|[\s{{,(]|\\n)([\"']?)(?:{_KEY})\2\s*[:=]\s*)(?!{_HARMLESS})"
+        r"(\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'|(?:(?!\\n)[^\s,}\]\)'\"])+)"),
+     lambda m: m.group(1) + (m.group(3)[0] + REDACTED + m.group(3)[0] if m.group(3)[:1] in "\"'" else REDACTED)),
+)
+
+
+class RedactionLog:
+    """What kind of value was removed where (never the value), and the values themselves for the bundle scan."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[tuple[str, str]] = Counter()
+        self._seen: dict[str, tuple[str, str]] = {}
+
+    def note(self, kind: str, where: str, value: str | None = None, remember: bool = False) -> None:
+        self.counts[(kind, where)] += 1
+        if value and remember:
+            self.remember(value, kind, where)
+
+    def remember(self, value: str, kind: str, source: str) -> None:
+        """A secret value the run read; the bundle scan looks for it. Short or blank values cannot be scanned."""
+        value = value.strip().strip("\"'")
+        if len(value) >= 6 and REDACTED not in value and value not in self._seen:
+            self._seen[value] = (kind, source)
+
+    def secrets(self) -> dict[str, tuple[str, str]]:
+        return dict(self._seen)
+
+    def entries(self) -> list[dict[str, Any]]:
+        """For results.json: one entry per kind and place, with a count."""
+        return [{"kind": k, "where": w, "count": n} for (k, w), n in sorted(self.counts.items())]
+
+
+LOG = RedactionLog()
+
+
+def reset() -> RedactionLog:
+    """A fresh log for a new run (pytester runs many in one process)."""
+    global LOG
+    LOG = RedactionLog()
+    return LOG
+
+
+def _secret_part(kind: str, match: re.Match[str]) -> str | None:
+    if kind == "api-response-body":
+        return None  # a whole answer is no single secret value to scan for
+    if kind in ("pem-block", "rke2-join-token"):
+        return match.group(0)
+    if kind == "url-userinfo":
+        return match.group(0)[len(match.group(1)):-1]
+    return match.group(match.lastindex or 0) if match.lastindex else match.group(0)
+
+
+def redact_text(text: str, where: str = "text", remember: bool = False) -> str:
+    """text with tokens, keys, certificates, passwords and URL credentials replaced by <redacted>.
+
+    remember: the removed values are secrets the run read (evidence of a host's files, input files), so the bundle
+    scan looks for them; free text (tracebacks, logs) is redacted without remembering (no false alarms)."""
+    if not text:
+        return text
+    for kind, pattern, replacement in _PATTERNS:
+        def sub(match: re.Match[str], kind: str = kind, replacement: Any = replacement) -> str:
+            LOG.note(kind, where, _secret_part(kind, match), remember)
+            return replacement(match) if callable(replacement) else match.expand(replacement)
+
+        text = pattern.sub(sub, text)
+    return text
+
+
+def _secret_key(key: str) -> bool:
+    return bool(SECRET_KEY.search(key)) and not REFERENCE_KEY.search(key)
+
+
+def redact(value: Any, where: str = "value", remember: bool = True) -> Any:
+    """A JSON-able copy of value with secrets removed (Secret data, secret-named keys, env values, secret strings)."""
+    if isinstance(value, Mapping):
+        is_secret = value.get("kind") == "Secret"
+        env_secret = isinstance(value.get("name"), str) and "value" in value and (
+            _secret_key(value["name"]) or re.search(r"(?i)_KEY$|_PASS$", value["name"]))
+        result: dict[str, Any] = {}
+        for key, item in value.items():
+            key = str(key)
+            if is_secret and key in ("data", "stringData") and isinstance(item, Mapping):
+                for k, v in item.items():
+                    LOG.note("secret-data", f"{where}.{key}.{k}", str(v), remember)
+                result[key] = {k: REDACTED for k in item}
+            elif (_secret_key(key) or (env_secret and key == "value")) \
+                    and not isinstance(item, (Mapping, list, bool)) and item not in (None, "", REDACTED):
+                LOG.note("secret-key-value", f"{where}.{key}", str(item), remember)
+                result[key] = REDACTED
+            else:
+                result[key] = redact(item, f"{where}.{key}", remember)
+        return result
+    if isinstance(value, (list, tuple, set)):
+        return [redact(item, where, remember) for item in value]
+    if isinstance(value, bytes):
+        return redact_text(value.decode("utf-8", "replace"), where, remember)
+    if isinstance(value, str):
+        return redact_text(value, where, remember)
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    return redact_text(str(value), where, remember)
+
+
+def remember_secrets(value: Any, source: str) -> None:
+    """Walk data the run read (site vars, inventory, kubeconfig, RKE2 config) and remember its secret values.
+
+    Nothing is removed here, so the log's counts stay as they were."""
+    counts = Counter(LOG.counts)
+    redact(value, source)
+    LOG.counts = counts
+
+
+def redact_args(args: list[str], where: str = "pytest arguments") -> list[str]:
+    """A command line with the value after a secret-named word or flag redacted (--metadata DB_PASSWORD x, --token x)."""
+    out: list[str] = []
+    for arg in args:
+        previous = out[-1].lstrip("-") if out else ""
+        if previous and "=" not in previous and _secret_key(previous) and not arg.startswith("-"):
+            LOG.note("secret-argument", where, arg, remember=True)
+            out.append(REDACTED)
+        else:
+            out.append(redact_text(str(arg), where, remember=True))
+    return out

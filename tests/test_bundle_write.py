@@ -1,0 +1,115 @@
+"""The bundle survives: results.json first and atomically, write failures named, private modes, the leak scan."""
+from __future__ import annotations
+
+import json
+import stat
+
+import pytest
+
+SITE_ARGS = ("--site", "sites/tirosh-home", "--report-dir", "out", "-p", "no:cacheprovider")
+PASSING = "@pytest.mark.rule('ADR-0002.host-driver')\ndef test_driver(evidence):\n    evidence.record('x', 1)\n"
+FULL_DISK = """
+import errno
+import pytest_dgxspark.results as results
+
+_original = results.write_atomic
+
+
+def _full(path, text):
+    if {match!r} in path.parent.name + "/" + path.name:
+        raise OSError(errno.ENOSPC, "No space left on device")
+    return _original(path, text)
+
+
+def pytest_configure(config):
+    results.write_atomic = _full
+
+
+def pytest_unconfigure(config):
+    results.write_atomic = _original
+"""
+
+
+def test_results_json_is_written_before_junit_and_report_html_with_private_modes(pytester, suite):
+    suite("host", PASSING)
+    pytester.runpytest(*SITE_ARGS)
+    run = (pytester.path / "out" / "latest").resolve()
+    first = (run / "results.json").stat().st_mtime_ns
+    assert first <= (run / "junit.xml").stat().st_mtime_ns
+    assert first <= (run / "report.html").stat().st_mtime_ns
+    assert stat.S_IMODE(run.stat().st_mode) == 0o750
+    assert {stat.S_IMODE(p.stat().st_mode) for p in run.rglob("*") if p.is_file()} == {0o640}
+    assert not list((pytester.path / "out").glob(".latest-*")) and not list(run.glob(".results.json.tmp*"))
+
+
+def test_latest_is_replaced_by_each_run(pytester, suite):
+    suite("host", PASSING)
+    pytester.runpytest(*SITE_ARGS)
+    first = (pytester.path / "out" / "latest").resolve()
+    pytester.runpytest(*SITE_ARGS)
+    second = (pytester.path / "out" / "latest").resolve()
+    assert first != second and (pytester.path / "out" / "latest").is_symlink()
+    assert json.loads((second / "results.json").read_text())["run"]["id"] == second.name
+
+
+def test_a_full_disk_while_writing_evidence_keeps_results_json_and_says_what_was_kept(pytester, suite):
+    suite("host", PASSING)
+    pytester.makeconftest(FULL_DISK.format(match="evidence"))
+    result = pytester.runpytest(*SITE_ARGS)
+    result.stdout.fnmatch_lines([
+        "dgxspark: BUNDLE INCOMPLETE ON DISK: evidence: 0 of 1 files written; kept results.json and those; "
+        "first failure: */evidence/000-test_driver.json: not written (No space left on device)",
+    ])
+    run = (pytester.path / "out" / "latest").resolve()
+    assert json.loads((run / "results.json").read_text())["verdict"] == "INCOMPLETE"
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+
+
+def test_a_full_disk_for_results_json_names_it_and_still_prints_the_verdict(pytester, suite):
+    suite("host", PASSING)
+    pytester.makeconftest(FULL_DISK.format(match="results.json"))
+    result = pytester.runpytest(*SITE_ARGS)
+    result.stdout.fnmatch_lines([
+        "dgxspark: BUNDLE NOT WRITTEN: */results.json: not written (No space left on device); nothing of this run "
+        "was kept on disk: the verdict printed here is the only record",
+        "dgxspark: INCOMPLETE*",
+    ])
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+
+
+def test_a_full_disk_for_junit_xml_is_named_with_what_was_kept(pytester, suite):
+    suite("host", PASSING)
+    pytester.makeconftest(
+        "import errno\nimport pytest\n\n"
+        "@pytest.hookimpl(tryfirst=True)\ndef pytest_sessionfinish(session):\n"
+        "    raise OSError(errno.ENOSPC, 'No space left on device', 'out/x/junit.xml')\n")
+    result = pytester.runpytest(*SITE_ARGS)
+    result.stdout.fnmatch_lines(["dgxspark: BUNDLE INCOMPLETE ON DISK: out/x/junit.xml: not written (No space left on "
+                                 "device); kept: evidence/000-test_driver.json, results.json"])
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+
+
+def test_a_secret_that_reaches_a_bundle_file_removes_it_and_makes_the_run_incomplete(pytester, suite):
+    inventory = pytester.path / "sites" / "tirosh-home" / "inventory.yml"
+    suite("host", "@pytest.mark.rule('ADR-0002.host-driver')\ndef test_driver(pytestconfig):\n"
+                  "    from pytest_dgxspark.results import run_info\n"
+                  "    run = run_info(pytestconfig).dir\n    run.mkdir(parents=True, exist_ok=True)\n"
+                  "    (run / 'stray.txt').write_text('written around the redaction: Become-Pass-Canary-1234')\n")
+    inventory.write_text(inventory.read_text().replace("ansible_user: root",
+                                                       "ansible_user: root\n          ansible_become_password: "
+                                                       "Become-Pass-Canary-1234"))
+    result = pytester.runpytest(*SITE_ARGS)
+    result.stdout.fnmatch_lines([
+        "dgxspark: SECRET LEAK: stray.txt held a secret-key-value read from */inventory.yml.all.children.rke2_servers"
+        ".hosts.gpu-01.ansible_become_password: file removed; the run is INCOMPLETE",
+    ])
+    run = (pytester.path / "out" / "latest").resolve()
+    assert not (run / "stray.txt").exists()
+    doc = json.loads((run / "results.json").read_text())
+    assert doc["verdict"] == "INCOMPLETE"
+    assert doc["secret_leaks"] == [{"file": "stray.txt", "kind": "secret-key-value", "source": pytest.approx(
+        doc["secret_leaks"][0]["source"])}]
+    assert doc["secret_leaks"][0]["source"].endswith("ansible_become_password")
+    assert any("reached stray.txt: the file was removed" in r for r in doc["verdict_reasons"])
+    assert result.ret == 6
+    assert not any(b"Become-Pass-Canary-1234" in p.read_bytes() for p in run.rglob("*") if p.is_file())

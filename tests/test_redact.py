@@ -1,0 +1,98 @@
+"""The one redaction layer: every kind of secret a site, a host or a cluster holds, in every text form it comes in."""
+from __future__ import annotations
+
+import pytest
+
+from pytest_dgxspark import redact as redaction
+from pytest_dgxspark.redact import REDACTED, redact, redact_args, redact_text
+from pytest_dgxspark.site import HostSpec, load_site
+
+
+@pytest.fixture(autouse=True)
+def fresh_log():
+    yield redaction.reset()
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("repo: https://alice:s3cr3t-pw@charts.example.com/nvidia", "repo: https://<redacted>@charts.example.com/nvidia"),
+        ("env:\n  - name: AWS_SECRET_ACCESS_KEY\n    value: wJalrXUtnFEMIK7MDENG\n",
+         "env:\n  - name: AWS_SECRET_ACCESS_KEY\n    value: <redacted>\n"),
+        ('- {name: NGC_API_KEY, value: "nvapi-abcdef123456"}', "- {name: NGC_API_KEY, value: <redacted>}"),
+        ("{token: K10abcdef0123456789abcdef::server:deadbeefcafe, server: https://10.0.0.1:9345}",
+         "{token: <redacted>, server: https://10.0.0.1:9345}"),
+        ("agent-token: agentsecret99\netcd-s3-access-key: AKIAABCDEFG\netcd-s3-secret-key: abc/def+gh\n",
+         "agent-token: <redacted>\netcd-s3-access-key: <redacted>\netcd-s3-secret-key: <redacted>\n"),
+        ("HostSpec(vars={'ansible_become_password': 'hunter2x', 'ansible_password': 'pw12345'})",
+         "HostSpec(vars={'ansible_become_password': '<redacted>', 'ansible_password': '<redacted>'})"),
+        ("Authorization: Bearer eyJhbGciOiJSUzI1NiJ9.abc.def", "Authorization: <redacted>"),
+        ("curl -H 'bearer eyJhbGciOiJSUzI1NiJ9.abc.def'", "curl -H 'bearer <redacted>'"),
+        ('{"auths":{"reg.local":{"auth":"dXNlcjpwYXNz","password":"regpass1"}}}',
+         '{"auths":{"reg.local":{"auth":"<redacted>","password":"<redacted>"}}}'),
+        ("RUN CommandResult(stdout=b'token: K10aaaabbbbccccdddd0000::server:zzzz\\nagent-token: agent99\\nnode-name: n\\n')",
+         "RUN CommandResult(stdout=b'token: <redacted>\\nagent-token: <redacted>\\nnode-name: n\\n')"),
+        ("annotations:\n  example.com/api-key: sk-live-1234567890\n", "annotations:\n  example.com/api-key: <redacted>\n"),
+        ("rke2 server --token=abc123456 --etcd-s3-secret-key mysecretkey1",
+         "rke2 server --token=<redacted> --etcd-s3-secret-key <redacted>"),
+        ("CI_DB_PASSWORD=ci-pass-9999\nexport NGC_API_KEY=nvapi-xyz987654\n",
+         "CI_DB_PASSWORD=<redacted>\nexport NGC_API_KEY=<redacted>\n"),
+        ("set:\n  ngc.apiKey: nvapi-setvalue777\n  driver.enabled: 'true'\n",
+         "set:\n  ngc.apiKey: <redacted>\n  driver.enabled: 'true'\n"),
+        ("users:\n- name: admin\n  user:\n    client-key-data: LS0tLS1CRUdJTiBFQyBQUklWQVRFIEtFWS0t\n",
+         "users:\n- name: admin\n  user:\n    client-key-data: <redacted>\n"),
+        ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----\n", "<redacted>\n"),
+        ("DEBUG kubernetes.client.rest:rest.py:244 response body: {\"kind\":\"Secret\",\"data\":{\"x\":\"eHl6\"}}",
+         "DEBUG kubernetes.client.rest:rest.py:244 response body: <redacted: 37 characters>"),
+    ],
+    ids=["url-userinfo", "env-block", "env-flow", "join-token-flow", "rke2-block", "python-repr", "bearer-header",
+         "bearer-lower", "registry-auth", "bytes-repr", "annotation", "cli-flags", "env-file", "spec-set",
+         "kubeconfig-key", "pem", "api-debug-body"],
+)
+def test_every_secret_kind_is_redacted_in_its_text_forms(text, expected):
+    assert redact_text(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["rke2_secrets_encryption: true", "secretName: gpu-operator-tls", "token-file: /var/lib/rancher/rke2/server/token",
+     "write-kubeconfig-mode: \"0600\"", "assert 'nvidia' in {'name': 'x', 'value': 'y'}",
+     "spec.repo must be https://helm.ngc.nvidia.com/nvidia", "/srv/secrets-planted/site/vars.yml: rke2_cni: cilium"],
+)
+def test_what_only_names_or_switches_a_secret_is_kept(text):
+    assert redact_text(text) == text
+
+
+def test_structured_values_lose_secret_keys_env_values_and_secret_data_but_keep_references():
+    doc = {"kind": "HelmChart", "metadata": {"annotations": {"example.com/api-key": "k-1234567"}},
+           "spec": {"set": {"global.password": "p-1234567"}, "authSecret": {"name": "chart-auth"},
+                    "env": [{"name": "NGC_API_KEY", "value": "nvapi-1234567"}, {"name": "LOG_LEVEL", "value": "debug"}]}}
+    assert redact(doc) == {
+        "kind": "HelmChart", "metadata": {"annotations": {"example.com/api-key": REDACTED}},
+        "spec": {"set": {"global.password": REDACTED}, "authSecret": {"name": "chart-auth"},
+                 "env": [{"name": "NGC_API_KEY", "value": REDACTED}, {"name": "LOG_LEVEL", "value": "debug"}]}}
+    assert redact({"kind": "Secret", "data": {"config": "eyJ4Ijp9"}})["data"] == {"config": REDACTED}
+
+
+def test_the_log_says_what_kind_was_removed_where_never_the_value():
+    redact_text("token: abcdef123456", "evidence of t::x: config")
+    redact({"password": "hunter2-xyz"}, "inventory")
+    entries = redaction.LOG.entries()
+    assert entries == [{"kind": "secret-key-value", "where": "evidence of t::x: config", "count": 1},
+                       {"kind": "secret-key-value", "where": "inventory.password", "count": 1}]
+    assert "abcdef123456" not in repr(entries) and "hunter2-xyz" not in repr(entries)
+    assert set(redaction.LOG.secrets()) == {"hunter2-xyz"}  # free text redacts without remembering
+
+
+def test_a_command_line_loses_the_value_after_a_secret_name():
+    assert redact_args(["suites", "--metadata", "DB_PASSWORD", "pw-123456", "--token=abc1234567", "-q"]) == [
+        "suites", "--metadata", "DB_PASSWORD", REDACTED, "--token=<redacted>", "-q"]
+
+
+def test_site_and_host_reprs_carry_no_host_vars(tmp_path):
+    from tests.conftest import SITE
+
+    host = HostSpec("gpu-01", "192.0.2.1", vars={"ansible_become_password": "Become-Pass-1"})
+    assert "Become-Pass-1" not in repr(host)
+    site = load_site(SITE)
+    assert repr(site) == f"Site(name='tirosh-home', root={str(SITE)!r}, hosts=['gpu-01'])"
