@@ -98,6 +98,19 @@ def test_a_healthy_run_names_no_root_cause() -> None:
     assert '<p id="no-root-causes"><span lang="en">No root causes: every judged rule passed or is waived</span></p>' in causes
 
 
+def test_an_incomplete_run_without_root_causes_does_not_claim_everything_passed() -> None:
+    results = example_results(statuses={"ADR-0002.host-nvml": "error"})
+    results.update(verdict="INCOMPLETE", root_causes=[], lowest_broken_layer=None,
+                   verdict_reasons=[f"gpu-{n:02d} unreachable: ssh exited 255" for n in range(1, 13)])
+    html = render_summary(results, "en")
+    causes = _section(html, "root-causes")
+    assert "every judged rule passed" not in causes
+    assert "No root cause among the judged failures: see the verdict reasons above and the matrix" in causes
+    banner = _section(html, "verdict")
+    assert banner.count("<li>") == 8 and "gpu-08 unreachable" in banner and "gpu-09" not in banner
+    assert '<li class="more"><span lang="en">more reasons (see the matrix)</span>: 4</li>' in banner
+
+
 def test_the_matrix_is_a_line_per_rule_with_failures_then_blocked_then_waivers_first() -> None:
     matrix = _section(render_summary(_faulty(), "both"), "matrix")
     order = re.findall(r'<tr class="rule-row" id="rule-([^"]+)"', matrix)
