@@ -395,6 +395,164 @@ def test_kubectl_dry_run_server_delete_keeps_the_object(tb: Testbed, raw: Raw) -
     assert _kubectl(tb, "get", "configmap", "keep-me", "-n", "default", "-o", "name").stdout.strip() == "configmap/keep-me"
 
 
+# --- OpenAPI, kubectl apply and explain -------------------------------------------------------------------------
+
+
+def test_openapi_v3_root_points_at_one_document_per_group_version(raw: Raw) -> None:
+    code, headers, root = raw("GET", "/openapi/v3")
+    assert code == 200 and {"api/v1", "apis/apps/v1", "apis/helm.cattle.io/v1", "apis/coordination.k8s.io/v1"} <= set(root["paths"])
+    code, _, doc = raw("GET", root["paths"]["api/v1"]["serverRelativeURL"])
+    assert code == 200 and doc["openapi"] == "3.0.0"
+    node = doc["components"]["schemas"]["io.k8s.api.core.v1.Node"]
+    assert node["x-kubernetes-group-version-kind"] == [{"group": "", "kind": "Node", "version": "v1"}]
+    assert node["description"].startswith("Node is a worker node in Kubernetes.")
+    spec = doc["components"]["schemas"]["io.k8s.api.core.v1.NodeSpec"]["properties"]["unschedulable"]
+    assert spec["type"] == "boolean" and spec["description"].startswith("Unschedulable controls node schedulability")
+    assert "name" in doc["components"]["schemas"]["io.k8s.api.core.v1.Container"]["required"]
+    patch = doc["paths"]["/api/v1/nodes/{name}"]["patch"]
+    assert "fieldValidation" in {p["name"] for p in patch["parameters"]}
+    assert "application/strategic-merge-patch+json" in patch["requestBody"]["content"]
+    _, _, helm = raw("GET", root["paths"]["apis/helm.cattle.io/v1"]["serverRelativeURL"])
+    cr_patch = helm["paths"]["/apis/helm.cattle.io/v1/namespaces/{namespace}/helmcharts/{name}"]["patch"]
+    assert "application/strategic-merge-patch+json" not in cr_patch["requestBody"]["content"]
+    code, _, v2 = raw("GET", "/openapi/v2")
+    assert code == 200 and v2["swagger"] == "2.0" and "io.k8s.api.core.v1.Node" in v2["definitions"]
+    assert raw("GET", "/openapi/v3/apis/nope/v1")[0] == 404
+
+
+@needs_kubectl
+def test_kubectl_explain_reads_the_node_schema(tb: Testbed) -> None:
+    out = _kubectl(tb, "explain", "node").stdout
+    assert out.startswith("KIND:       Node\nVERSION:    v1\n")
+    assert "Node is a worker node in Kubernetes." in out and "spec\t<NodeSpec>" in out
+    field = _kubectl(tb, "explain", "node.spec.unschedulable").stdout
+    assert "FIELD: unschedulable <boolean>" in field and "Unschedulable controls node schedulability" in field
+
+
+@needs_kubectl
+def test_kubectl_apply_creates_leaves_unchanged_and_configures(tb: Testbed) -> None:
+    manifest = ("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: applied\n---\n"
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cfg\n  namespace: applied\ndata:\n  k: v\n---\n"
+                "apiVersion: helm.cattle.io/v1\nkind: HelmChart\nmetadata:\n  name: demo\n  namespace: kube-system\n"
+                "spec:\n  chart: demo\n  version: 1.0.0\n")
+    first = _kubectl(tb, "apply", "-f", "-", stdin=manifest)
+    assert first.stdout.splitlines() == ["namespace/applied created", "configmap/cfg created", "helmchart.helm.cattle.io/demo created"]
+    again = _kubectl(tb, "apply", "-f", "-", stdin=manifest)
+    assert again.stdout.splitlines() == ["namespace/applied unchanged", "configmap/cfg unchanged",
+                                         "helmchart.helm.cattle.io/demo unchanged"]
+    changed = _kubectl(tb, "apply", "-f", "-", stdin=manifest.replace("k: v", "k: w").replace("1.0.0", "1.0.1"))
+    assert changed.stdout.splitlines() == ["namespace/applied unchanged", "configmap/cfg configured",
+                                           "helmchart.helm.cattle.io/demo configured"]
+    assert changed.stderr == ""
+    chart = json.loads(_kubectl(tb, "get", "helmchart", "demo", "-n", "kube-system", "-o", "json").stdout)
+    assert chart["spec"]["version"] == "1.0.1" and chart["metadata"]["generation"] == 2
+
+
+@needs_kubectl
+def test_kubectl_apply_of_a_typo_is_refused_by_strict_field_validation(tb: Testbed) -> None:
+    proc = _kubectl(tb, "apply", "-f", "-", ok=False,
+                    stdin="apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: typo\n  namespace: default\ndatta:\n  a: b\n")
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == ('Error from server (BadRequest): error when creating "STDIN": ConfigMap in version "v1" '
+                                   'cannot be handled as a ConfigMap: strict decoding error: unknown field "datta"')
+
+
+@needs_kubectl
+def test_kubectl_server_side_apply_of_a_namespace_and_configmap(tb: Testbed) -> None:
+    manifest = ("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: ssa\n---\n"
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cfg\n  namespace: ssa\ndata:\n  k: v\n")
+    out = _kubectl(tb, "apply", "--server-side", "-f", "-", stdin=manifest).stdout
+    assert out.splitlines() == ["namespace/ssa serverside-applied", "configmap/cfg serverside-applied"]
+    cm = json.loads(_kubectl(tb, "get", "cm", "cfg", "-n", "ssa", "-o", "json", "--show-managed-fields").stdout)
+    assert [(m["manager"], m["operation"]) for m in cm["metadata"]["managedFields"]] == [("kubectl", "Apply")]
+
+
+@needs_kubectl
+def test_kubectl_create_of_a_typed_object_fails_clearly(tb: Testbed) -> None:
+    proc = _kubectl(tb, "create", "namespace", "typed", ok=False)
+    assert proc.returncode == 1 and "415" not in proc.stderr
+    assert "the testbed does not decode application/vnd.kubernetes.protobuf" in proc.stderr
+
+
+# --- tables, logs, owners -------------------------------------------------------------------------------------
+
+
+@needs_kubectl
+def test_kubectl_get_jobs_events_leases_and_services_print_real_columns(tb: Testbed) -> None:
+    jobs = _kubectl(tb, "get", "jobs", "-n", "kube-system").stdout.splitlines()
+    assert jobs[0].split() == ["NAME", "STATUS", "COMPLETIONS", "DURATION", "AGE"]
+    assert any(line.split()[:3] == ["helm-install-gpu-operator", "Complete", "1/1"] for line in jobs[1:])
+    leases = _kubectl(tb, "get", "leases", "-n", "kube-node-lease").stdout.splitlines()
+    assert leases[0].split() == ["NAME", "HOLDER", "AGE"] and leases[1].split()[:2] == ["gpu-01", "gpu-01"]
+    svc = _kubectl(tb, "get", "svc", "kubernetes", "-n", "default").stdout.splitlines()
+    assert svc[1].split()[:5] == ["kubernetes", "ClusterIP", "10.43.0.1", "<none>", "443/TCP"]
+    _kubectl(tb, "create", "-f", "-", stdin="apiVersion: v1\nkind: Namespace\nmetadata:\n  name: ev\n")
+    _kubectl(tb, "create", "-f", "-", stdin="apiVersion: v1\nkind: Pod\nmetadata:\n  name: sleeper\n  namespace: ev\n"
+                                            "spec:\n  containers:\n  - name: s\n    image: busybox:1.36\n")
+    deadline = time.monotonic() + 10
+    while "Started" not in (events := _kubectl(tb, "get", "events", "-n", "ev").stdout) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    lines = events.splitlines()
+    assert lines[0].split() == ["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]
+    assert any(line.split()[1:4] == ["Normal", "Scheduled", "pod/sleeper"] for line in lines[1:]), events
+
+
+def test_job_selector_finds_its_own_pod_for_kubectl_logs(tb: Testbed) -> None:
+    api = _api(tb)
+    job = client.BatchV1Api(api).read_namespaced_job("helm-install-gpu-operator", "kube-system")
+    selector = ",".join(f"{k}={v}" for k, v in job.spec.selector.match_labels.items())
+    pods = client.CoreV1Api(api).list_namespaced_pod("kube-system", label_selector=selector).items
+    assert [p.metadata.owner_references[0].name for p in pods] == ["helm-install-gpu-operator"]
+
+
+@needs_kubectl
+def test_kubectl_logs_job_prints_the_jobs_own_pod(tb: Testbed) -> None:
+    out = _kubectl(tb, "logs", "-n", "kube-system", "job/helm-install-gpu-operator").stdout
+    assert "Installing helm chart" in out and "NAME: gpu-operator" in out
+
+
+def test_operand_daemonsets_are_controlled_by_the_cluster_policy(tb: Testbed) -> None:
+    api = _api(tb)
+    policy = client.CustomObjectsApi(api).get_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", "cluster-policy")
+    for ds in client.AppsV1Api(api).list_namespaced_daemon_set("gpu-operator").items:
+        if (ds.metadata.labels or {}).get("app.kubernetes.io/managed-by") != "gpu-operator":
+            continue
+        ref = ds.metadata.owner_references[0]
+        assert (ref.api_version, ref.kind, ref.name, ref.uid, ref.controller, ref.block_owner_deletion) == (
+            "nvidia.com/v1", "ClusterPolicy", "cluster-policy", policy["metadata"]["uid"], True, True), ds.metadata.name
+        pods = client.CoreV1Api(api).list_namespaced_pod("gpu-operator", label_selector=f"app={ds.metadata.labels['app']}").items
+        assert all(p.metadata.owner_references[0].kind == "DaemonSet" and p.metadata.owner_references[0].uid == ds.metadata.uid
+                   for p in pods)
+
+
+def test_pod_logs_per_container_previous_tail_and_limit(tmp_path: Path) -> None:
+    scenario = tmp_path / "prev"
+    scenario.mkdir()
+    (scenario / "scenario.yaml").write_text(yaml.safe_dump({
+        "description": "previous log", "extends": "device-plugin-crashloop",
+        "cluster": {"gpu_operator": {"components": {"device-plugin": {
+            "logs": {"nvidia-device-plugin#previous": "I0605 first crash\nE0605 error getting device memory: Not Supported\n"}}}}}}))
+    bed = Testbed(scenario, tmp_path / "tb", _without_hosts=True).up()
+    try:
+        raw = Raw(bed)
+        v1 = client.CoreV1Api(_api(bed))
+        pod = next(p for p in v1.list_namespaced_pod("gpu-operator").items if p.metadata.name.startswith("nvidia-device-plugin-"))
+        base = f"/api/v1/namespaces/gpu-operator/pods/{pod.metadata.name}/log"
+        code, _, text = raw("GET", base + "?container=nvidia-device-plugin&previous=true")
+        assert code == 200 and text == "I0605 first crash\nE0605 error getting device memory: Not Supported\n"
+        assert raw("GET", base + "?container=nvidia-device-plugin&previous=true&tailLines=1")[2] == (
+            "E0605 error getting device memory: Not Supported\n")
+        assert raw("GET", base + "?container=nvidia-device-plugin&limitBytes=5")[2] == raw(
+            "GET", base + "?container=nvidia-device-plugin")[2][:5]
+        code, _, body = raw("GET", base + "?container=toolkit-validation&previous=true")
+        assert code == 400 and body["message"] == (f'previous terminated container "toolkit-validation" in pod '
+                                                   f'"{pod.metadata.name}" not found')
+        code, _, body = raw("GET", base + "?container=nope")
+        assert code == 400 and body["message"] == f"container nope is not valid for pod {pod.metadata.name}"
+    finally:
+        bed.down()
+
+
 # --- faults are validated before anything starts --------------------------------------------------------------
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from pytest_dgxspark.testbed import bootstrap, faults, handlers, resources
+from pytest_dgxspark.testbed import bootstrap, faults, handlers, openapi, resources
 from pytest_dgxspark.testbed.kubelet import Kubelet
 from pytest_dgxspark.testbed.reply import status_body
 from pytest_dgxspark.testbed.store import Store
@@ -55,6 +55,7 @@ class Server(ThreadingHTTPServer):
         for extra in bootstrap.kubernetes_service(address[0], address[1]) + bootstrap.leases(nodes, self.started):
             if (extra["kind"], extra["metadata"]["namespace"], extra["metadata"]["name"]) not in present:
                 objects.append(extra)
+        bootstrap.controller_marks(objects)
         for obj in objects:
             r = resources.for_object(obj)
             if r is None:
@@ -65,6 +66,7 @@ class Server(ThreadingHTTPServer):
         for r in resources.RESOURCES:
             if not r.builtin:
                 self.store.put("apiextensions.k8s.io/customresourcedefinitions", resources.crd(r), event=False)
+        threading.Thread(target=openapi.v3_document, args=("api/v1", self.settings.get("version", "")), daemon=True).start()
 
     def server_bind(self) -> None:
         """Bind without HTTPServer's reverse DNS lookup (socket.getfqdn), which hangs in a netns without DNS."""
@@ -218,12 +220,15 @@ class Handler(BaseHTTPRequestHandler):
         self.status_sent = code
 
     def send_text(self, code: int, text: str) -> None:
-        raw = text.encode()
+        self.send_bytes(code, text.encode(), "text/plain")
+
+    def send_bytes(self, code: int, data: bytes, content_type: str) -> None:
         self.send_response(code)
-        self.send_header("Content-Type", "text/plain")
-        self.send_header("Content-Length", str(len(raw)))
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Cache-Control", "no-cache, private")
         self.end_headers()
-        self.wfile.write(raw)
+        self.wfile.write(data)
         self.status_sent = code
 
     def start_stream(self) -> None:

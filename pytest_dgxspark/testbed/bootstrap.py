@@ -62,3 +62,40 @@ def _micro(when: float) -> str:
 def identify(node: dict[str, Any], scenario: str) -> None:
     """Mark a Node as the testbed's: the annotation a run reads to stamp itself SIMULATED."""
     node.setdefault("metadata", {}).setdefault("annotations", {})[SCENARIO_ANNOTATION] = scenario
+
+
+def controller_marks(objects: list[dict[str, Any]]) -> None:
+    """What controllers write that a generated world may lack: the Job strategy's selector and the pods' controller-uid
+    labels (so `kubectl logs job/<name>` finds the Job's own pod), and the GPU Operator's controller reference from
+    its operand DaemonSets to the ClusterPolicy (controllerutil.SetControllerReference)."""
+    jobs = {o["metadata"].get("uid"): o for o in objects if o.get("kind") == "Job" and (o.get("metadata") or {}).get("uid")}
+    for job in jobs.values():
+        spec, md = job.setdefault("spec", {}), job["metadata"]
+        if spec.get("selector") or spec.get("manualSelector"):
+            continue
+        uid, name = md["uid"], md["name"]
+        spec["selector"] = {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}
+        template = spec.setdefault("template", {}).setdefault("metadata", {})
+        template["labels"] = {**(template.get("labels") or {}), **_job_labels(uid, name)}
+    for obj in objects:
+        if obj.get("kind") != "Pod":
+            continue
+        for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+            if ref.get("kind") == "Job" and ref.get("controller") and ref.get("uid") in jobs:
+                md = obj["metadata"]
+                md["labels"] = {**_job_labels(ref["uid"], ref["name"]), **(md.get("labels") or {})}
+    policy = next((o for o in objects if o.get("kind") == "ClusterPolicy"), None)
+    if policy is None or not (policy.get("metadata") or {}).get("uid"):
+        return
+    owner = {"apiVersion": policy.get("apiVersion", "nvidia.com/v1"), "kind": "ClusterPolicy", "name": policy["metadata"]["name"],
+             "uid": policy["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
+    for obj in objects:
+        md = obj.get("metadata") or {}
+        if obj.get("kind") == "DaemonSet" and (md.get("labels") or {}).get("app.kubernetes.io/managed-by") == "gpu-operator" \
+                and not md.get("ownerReferences"):
+            md["ownerReferences"] = [dict(owner)]
+
+
+def _job_labels(uid: str, name: str) -> dict[str, str]:
+    return {"batch.kubernetes.io/controller-uid": uid, "batch.kubernetes.io/job-name": name, "controller-uid": uid,
+            "job-name": name}

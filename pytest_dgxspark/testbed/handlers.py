@@ -6,7 +6,7 @@ import json
 import time
 from typing import Any
 
-from pytest_dgxspark.testbed import paging, resources, writes
+from pytest_dgxspark.testbed import openapi, paging, printing, resources, writes
 from pytest_dgxspark.testbed.reply import ApiError, Exchange, bad_request, method_not_allowed, no_route, not_found, status_body
 from pytest_dgxspark.testbed.resources import Resource
 from pytest_dgxspark.testbed.store import SelectorError, field_value, parse_fields, parse_labels
@@ -76,6 +76,18 @@ def _discovery(h: Exchange, path: str) -> bool:
                           "gitCommit": "3f2b9c7a1d0e5b6c8a4f2e1d9c0b7a6e5d4c3b2a", "gitTreeState": "clean",
                           "buildDate": "2025-09-10T18:29:41Z", "goVersion": "go1.24.6 X:boringcrypto", "compiler": "gc",
                           "platform": "linux/arm64"})
+    elif path == "/openapi/v2":
+        accept = h.headers.get("Accept") or "application/json"
+        if "json" not in accept and "*/*" not in accept:  # the protobuf encoding of the document is not served
+            raise ApiError(406, "NotAcceptable", "only the following media types are accepted: application/json")
+        h.send_bytes(200, openapi.v2_document(_version(h)).encode(), "application/json")
+    elif path == "/openapi/v3":
+        h.send_json(200, openapi.v3_root(_version(h)))
+    elif path.startswith("/openapi/v3/"):
+        text = openapi.v3_document(path.removeprefix("/openapi/v3/"), _version(h))
+        if text is None:
+            raise no_route()
+        h.send_bytes(200, text.encode(), "application/json")
     elif path in ("/healthz", "/readyz", "/livez"):
         h.send_text(200, "ok")
     elif path == "/api":
@@ -97,6 +109,10 @@ def _discovery(h: Exchange, path: str) -> bool:
     return True
 
 
+def _version(h: Exchange) -> str:
+    return str(h.server.settings.get("version", "v1.34.10+rke2r1"))
+
+
 def _wants_table(h: Exchange) -> bool:
     return "as=Table" in (h.headers.get("Accept") or "")
 
@@ -110,7 +126,7 @@ def _get(h: Exchange, r: Resource, namespace: str | None, name: str) -> None:
     if obj is None:
         raise not_found(r, name)
     if _wants_table(h):
-        return h.send_json(200, resources.table(r, [obj], h.server.store.resource_version, time.time()), TABLE)
+        return h.send_json(200, printing.table(r.plural, [obj], h.server.store.resource_version, time.time()), TABLE)
     h.send_json(200, _full(r, obj))
 
 
@@ -135,7 +151,7 @@ def _list(h: Exchange, r: Resource, namespace: str | None, query: dict[str, str]
     filtered = bool(query.get("labelSelector") or query.get("fieldSelector"))
     page = paging.list_page(h.server.store, r.key, namespace, query, match, filtered)
     if _wants_table(h):
-        table = resources.table(r, page.items, page.resource_version, time.time())
+        table = printing.table(r.plural, page.items, page.resource_version, time.time())
         table["metadata"] = page.list_meta()
         return h.send_json(200, table, TABLE)
     if r.builtin:
@@ -178,7 +194,11 @@ def _watch(h: Exchange, r: Resource, namespace: str | None, query: dict[str, str
     h.chunk(b"")
 
 
+PREVIOUS = "#previous"  # logs key suffix of a container's previous (terminated) instance: `ns/pod/container#previous`
+
+
 def _pod_log(h: Exchange, namespace: str, name: str, query: dict[str, str]) -> None:
+    """GET pods/log as kube-apiserver proxies it to the kubelet: per container, `previous`, `tailLines`, `limitBytes`."""
     pod = h.server.store.get("/pods", namespace, name)
     if pod is None:
         raise ApiError(404, "NotFound", f'pods "{name}" not found', {"name": name, "kind": "pods"})
@@ -189,22 +209,43 @@ def _pod_log(h: Exchange, namespace: str, name: str, query: dict[str, str]) -> N
     if not container:
         if len(mains) != 1:
             extra = f" or one of the init containers: [{' '.join(inits)}]" if inits else ""
-            raise bad_request(f"a container name must be specified for pod {name}, choose one of: "
-                              f"[{' '.join(mains)}]{extra}")
+            raise bad_request(f"a container name must be specified for pod {name}, choose one of: [{' '.join(mains)}]{extra}")
         container = mains[0]
     if container not in mains + inits:
         raise bad_request(f"container {container} is not valid for pod {name}")
     if not spec.get("nodeName"):  # kube-apiserver pod/strategy.go LogLocation: nowhere to proxy the log from
         raise bad_request(f"pod {name} does not have a host assigned")
     statuses = (status.get("containerStatuses") or []) + (status.get("initContainerStatuses") or [])
-    state = next((s.get("state") or {} for s in statuses if s.get("name") == container), {})
-    if not state or ("waiting" in state and not next((s for s in statuses if s.get("name") == container), {}).get("lastState")):
-        why = (state.get("waiting") or {}).get("reason", "ContainerCreating")
-        kind = "initializing" if why == "PodInitializing" else "waiting to start"
-        raise bad_request(f'container "{container}" in pod "{name}" is {kind}: {why}')
-    text = h.server.logs.get(f"{namespace}/{name}/{container}", "")
+    mine = next((s for s in statuses if s.get("name") == container), {})
+    state = mine.get("state") or {}
+    key = f"{namespace}/{name}/{container}"
+    if query.get("previous") in ("true", "1"):  # the kubelet keeps the last terminated instance's log
+        text = h.server.logs.get(key + PREVIOUS)
+        if not (mine.get("lastState") or {}).get("terminated") or text is None:
+            raise bad_request(f'previous terminated container "{container}" in pod "{name}" not found')
+    else:
+        if not state or ("waiting" in state and not mine.get("lastState")):
+            why = (state.get("waiting") or {}).get("reason", "ContainerCreating")
+            kind = "initializing" if why == "PodInitializing" else "waiting to start"
+            raise bad_request(f'container "{container}" in pod "{name}" is {kind}: {why}')
+        text = h.server.logs.get(key, "")
+    h.send_text(200, _trim(text, query))
+
+
+def _trim(text: str, query: dict[str, str]) -> str:
+    for param in ("tailLines", "limitBytes"):
+        value = query.get(param)
+        if value not in (None, "") and not str(value).lstrip("-").isdigit():
+            raise bad_request(f'{param}: Invalid value: "{value}": must be an integer')
     tail = query.get("tailLines")
     if tail not in (None, ""):
+        if int(tail) < 0:
+            raise ApiError(422, "Invalid", f'PodLogOptions "" is invalid: tailLines: Invalid value: {tail}: must be greater than or equal to 0')
         lines = text.splitlines(keepends=True)
         text = "".join(lines[-int(tail):]) if int(tail) > 0 else ""
-    h.send_text(200, text)
+    limit = query.get("limitBytes")
+    if limit not in (None, ""):
+        if int(limit) < 1:
+            raise ApiError(422, "Invalid", f'PodLogOptions "" is invalid: limitBytes: Invalid value: {limit}: must be greater than 0')
+        text = text.encode()[: int(limit)].decode(errors="ignore")
+    return text

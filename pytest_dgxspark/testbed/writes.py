@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from pytest_dgxspark.testbed import fieldmanager, patches, resources
+from pytest_dgxspark.testbed import bootstrap, fieldmanager, openapi, patches, resources
 from pytest_dgxspark.testbed.podshape import SUFFIX_ALPHABET, ts
 from pytest_dgxspark.testbed.reply import ApiError, Exchange, bad_request, conflict, details, invalid, not_found, qualified
 from pytest_dgxspark.testbed.resources import Resource
@@ -49,6 +49,9 @@ def manager(h: Exchange, query: dict[str, str]) -> str:
 
 def parse_body(h: Exchange, body: bytes) -> dict[str, Any]:
     kind = (h.headers.get("Content-Type") or "application/json").split(";")[0].strip()
+    if kind in ("application/vnd.kubernetes.protobuf", "application/cbor"):  # typed clients (kubectl create <kind>)
+        raise ApiError(415, "UnsupportedMediaType", "the body of the request was in an unknown format - accepted media types "
+                       "include: application/json, application/yaml (the testbed does not decode " + kind + ")")
     try:
         obj = yaml.safe_load(body or b"{}") if "yaml" in kind else json.loads(body or b"{}")
     except (ValueError, yaml.YAMLError) as exc:
@@ -56,6 +59,16 @@ def parse_body(h: Exchange, body: bytes) -> dict[str, Any]:
     if not isinstance(obj, dict):
         raise bad_request("the object provided is unrecognized (must be a JSON object)")
     return obj
+
+
+def validate_fields(r: Resource, obj: Any, query: dict[str, str]) -> None:
+    """fieldValidation=Strict (kubectl's default): unknown fields are a 400, worded as apiserver's strict decoder."""
+    if query.get("fieldValidation") != "Strict" or not isinstance(obj, dict):
+        return
+    unknown = [f for f in openapi.unknown_fields(r, obj) if "$" not in f]
+    if unknown:
+        raise bad_request(f'{r.kind} in version "{r.version}" cannot be handled as a {r.kind}: strict decoding error: '
+                          + ", ".join(f'unknown field "{f}"' for f in unknown))
 
 
 def _check_type(r: Resource, obj: dict[str, Any]) -> None:
@@ -131,7 +144,9 @@ def new_object(h: Exchange, r: Resource, namespace: str | None, obj: dict[str, A
 
 
 def create(h: Exchange, r: Resource, namespace: str | None, body: bytes, query: dict[str, str]) -> None:
-    obj = new_object(h, r, namespace, parse_body(h, body), query)
+    obj = parse_body(h, body)
+    validate_fields(r, obj, query)
+    obj = new_object(h, r, namespace, obj, query)
     if dry_run(query):
         return h.send_json(201, obj)
     created = h.server.store.put(r.key, obj)
@@ -163,15 +178,7 @@ def pod_defaults(pod: dict[str, Any]) -> None:
 
 def job_defaults(job: dict[str, Any]) -> None:
     """batch/v1 Job strategy: a generated selector on `batch.kubernetes.io/controller-uid` and the template's labels."""
-    spec, md = job.setdefault("spec", {}), job["metadata"]
-    if spec.get("manualSelector"):
-        return
-    uid, name = md["uid"], md["name"]
-    labels = {"batch.kubernetes.io/controller-uid": uid, "batch.kubernetes.io/job-name": name, "controller-uid": uid,
-              "job-name": name}
-    spec["selector"] = {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}
-    template = spec.setdefault("template", {}).setdefault("metadata", {})
-    template["labels"] = {**(template.get("labels") or {}), **labels}
+    bootstrap.controller_marks([job])
 
 
 # --- update, patch, apply ---------------------------------------------------------------------------------------
@@ -243,6 +250,7 @@ def _write(h: Exchange, r: Resource, namespace: str | None, name: str, query: di
 
 def replace(h: Exchange, r: Resource, namespace: str | None, name: str, body: bytes, query: dict[str, str], sub: str = "") -> None:
     obj = parse_body(h, body)
+    validate_fields(r, obj, query)
     md = obj.setdefault("metadata", {})
     if md.get("name") and md["name"] != name:
         raise bad_request(f"the name of the object ({md['name']}) does not match the name on the URL ({name})")
@@ -273,6 +281,8 @@ def patch(h: Exchange, r: Resource, namespace: str | None, name: str, body: byte
         raise ApiError(415, "UnsupportedMediaType", "the body of the request was in an unknown format - accepted media types "
                        f"include: {', '.join(accepted)}")
     document = patches.decode(body)
+    if kind != patches.JSON_PATCH:
+        validate_fields(r, document, query)
 
     def compute(old: dict[str, Any]) -> dict[str, Any]:
         wanted = (document.get("metadata") or {}).get("resourceVersion") if isinstance(document, dict) else None
@@ -299,6 +309,7 @@ def _apply(h: Exchange, r: Resource, namespace: str | None, name: str, body: byt
     if not who:
         raise invalid(r, name, "fieldManager", "FieldValueRequired", "Required value: is required for apply patch")
     config = parse_body(h, body)
+    validate_fields(r, config, query)
     if not config.get("apiVersion") or not config.get("kind"):
         raise bad_request(f"{'apiVersion' if not config.get('apiVersion') else 'kind'} must be set in the applied configuration")
     _check_type(r, config)
