@@ -9,6 +9,7 @@ import pytest
 from pytest_dgxspark import not_applicable
 from pytest_dgxspark.connections import HostTarget, timed_out
 from pytest_dgxspark.parsing import parse_nvidia_smi_list
+from pytest_dgxspark.checking import require
 
 SMI_LIST = "nvidia-smi -L"
 
@@ -27,15 +28,18 @@ def test_node_exposes_the_hosts_gpus(host_target: HostTarget, host_node: dict[st
     expected = sum(per_gpu) * (int(replicas) if replicas.isdigit() and int(replicas) > 0 else 1)
     evidence.record("nvidia.com/gpu", {"capacity": capacity, "allocatable": allocatable, "host nvidia-smi -L": listing.stdout,
                                        "host GPUs": len(gpus), "replicas": replicas, "expected": expected})
-    assert not timed_out(listing) and listing.rc == 0 and gpus, (
+    require(not timed_out(listing) and listing.rc == 0 and gpus, (
         f"{host_target.where}: nvidia-smi -L lists no GPU ({listing.rc}): {listing.stderr.strip()[-200:]}"
-    )
-    assert capacity.isdigit() and int(capacity) >= 1, (
+    ))
+    require(capacity.isdigit() and int(capacity) >= 1, (
         f"{host_target.where}: Node {host_node['metadata']['name']} capacity nvidia.com/gpu is {capacity!r}: the device "
         "plugin has not registered the GPU (do not reinstall RKE2; check the device plugin, toolkit and driver)"
+    ))
+    require(
+        allocatable.isdigit() and int(allocatable) >= 1,
+        f"{host_target.where}: allocatable nvidia.com/gpu is {allocatable!r}",
     )
-    assert allocatable.isdigit() and int(allocatable) >= 1, f"{host_target.where}: allocatable nvidia.com/gpu is {allocatable!r}"
-    assert int(capacity) == expected and int(allocatable) == expected, (
+    require(int(capacity) == expected and int(allocatable) == expected, (
         f"{host_target.where}: capacity {capacity} / allocatable {allocatable} nvidia.com/gpu, the host has {expected} "
         f"(nvidia-smi -L: {len(gpus)} GPU(s), replicas {replicas})"
-    )
+    ))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pytest_dgxspark.checking import require
 
 # NFD's PCI labels for NVIDIA (vendor 10de) the GPU Operator reads (controllers/state_manager.go)
 NFD_NVIDIA_PCI = ("feature.node.kubernetes.io/pci-10de.present", "feature.node.kubernetes.io/pci-0302_10de.present",
@@ -45,5 +46,5 @@ def test_gpu_nodes_carry_nvidia_labels(gpu_nodes: list[Any], cluster: Any, evide
             evidence.record(f"{gpu.name} gpu.memory", "absent: expected on unified-memory GPUs such as GB10")
         if not found:
             del problems[gpu.name]
-    assert gpu_nodes, "the inventory names no GPU host (dgxspark_gpu: true)"
-    assert problems == {}, f"{cluster.where}: GPU node labels missing or wrong: {problems}"
+    require(gpu_nodes, "the inventory names no GPU host (dgxspark_gpu: true)")
+    require(problems == {}, f"{cluster.where}: GPU node labels missing or wrong: {problems}")

@@ -9,6 +9,7 @@ import pytest
 from pytest_dgxspark import not_applicable
 from pytest_dgxspark.evidence import decode_b64
 from pytest_dgxspark.parsing import same_endpoint
+from pytest_dgxspark.checking import require
 
 SECRET_TYPE = "argocd.argoproj.io/secret-type=cluster"
 
@@ -31,7 +32,7 @@ def test_cluster_secret_points_at_this_cluster(site: Any, connections: Any, evid
     evidence.record("this cluster's API endpoint", server)
     evidence.record(f"Argo CD cluster Secrets in {namespace}", registered)
     # a registration by DNS name and a kubeconfig by IP (or the reverse) name the same API
-    assert any(same_endpoint(entry["server"], server) for entry in registered.values()), (
+    require(any(same_endpoint(entry["server"], server) for entry in registered.values()), (
         f"{management.where}: no Secret labelled {SECRET_TYPE} in namespace {namespace} has server {server}; "
         f"registered servers: {sorted(e['server'] for e in registered.values())}"
-    )
+    ))

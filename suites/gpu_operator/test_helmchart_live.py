@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from pytest_dgxspark.parsing import helm_values
+from pytest_dgxspark.checking import require
 
 # HelmChart spec keys that change the installed chart or its values when set on the live object only
 OVERRIDING_KEYS = frozenset({"set", "valuesSecrets", "chartContent", "repo", "version", "chart", "valuesContent"})
@@ -24,10 +25,10 @@ def _live_chart(cluster: Any, site: Any) -> dict[str, Any] | None:
 def test_live_helmchart_equals_site_manifest(cluster: Any, site: Any, evidence: Any) -> None:
     live = _live_chart(cluster, site)
     meta = site.helmchart.get("metadata") or {}
-    assert live is not None, (
+    require(live is not None, (
         f"{cluster.where}: no HelmChart {meta.get('namespace', 'kube-system')}/{meta.get('name')}; apply it with "
         "make rke2/gpu/operator/apply"
-    )
+    ))
     want = site.helmchart.get("spec") or {}
     have = live.get("spec") or {}
     evidence.record("live HelmChart spec", have)
@@ -42,7 +43,10 @@ def test_live_helmchart_equals_site_manifest(cluster: Any, site: Any, evidence: 
     for key in sorted(set(have) & OVERRIDING_KEYS - set(want)):
         if have[key] not in (None, "", {}, []):
             differ[key] = {"site": None, "live": have[key]}
-    assert differ == {}, f"{cluster.where}: live HelmChart differs from {site.root}/rke2/gpu-operator.helmchart.yaml: {differ}"
+    require(
+        differ == {},
+        f"{cluster.where}: live HelmChart differs from {site.root}/rke2/gpu-operator.helmchart.yaml: {differ}",
+    )
 
 
 @pytest.mark.rule("ADR-0002.helmchart-live")
@@ -51,11 +55,11 @@ def test_helm_install_job_completed(cluster: Any, site: Any, evidence: Any) -> N
     namespace, name = meta.get("namespace", "kube-system"), f"helm-install-{meta.get('name', 'gpu-operator')}"
     jobs = [j for j in cluster.list("jobs", namespace=namespace) if j["metadata"]["name"] == name]
     evidence.record(name, [j.get("status") for j in jobs])
-    assert jobs, f"{cluster.where}: no Job {namespace}/{name}: helm-controller never installed the chart"
+    require(jobs, f"{cluster.where}: no Job {namespace}/{name}: helm-controller never installed the chart")
     status = jobs[0].get("status") or {}
     complete = any(c.get("type") == "Complete" and c.get("status") == "True" for c in status.get("conditions") or [])
     failed = [c.get("message") for c in status.get("conditions") or [] if c.get("type") == "Failed" and c.get("status") == "True"]
-    assert complete or (status.get("succeeded") or 0) >= 1, (
+    require(complete or (status.get("succeeded") or 0) >= 1, (
         f"{cluster.where}: Job {namespace}/{name} is not complete (succeeded {status.get('succeeded')}, failed "
         f"{status.get('failed')}{', ' + '; '.join(map(str, failed)) if failed else ''}); see kubectl -n {namespace} logs job/{name}"
-    )
+    ))

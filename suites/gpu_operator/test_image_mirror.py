@@ -10,6 +10,7 @@ import yaml
 
 from pytest_dgxspark import not_applicable
 from pytest_dgxspark.parsing import image_registry
+from pytest_dgxspark.checking import require
 
 REGISTRIES_YAML = "/etc/rancher/rke2/registries.yaml"
 
@@ -35,14 +36,14 @@ def test_operator_images_come_from_the_mirror(
     if not site.airgap and not site.mirror_registry:
         not_applicable(f"{site.root}/rke2/vars.yml: the site is not air-gapped (airgap: false, no mirror_registry)")
     mirror = str(site.mirror_registry or "").rstrip("/")
-    assert mirror, f"{site.root}/rke2/vars.yml: airgap is true but no mirror_registry names the mirror"
+    require(mirror, f"{site.root}/rke2/vars.yml: airgap is true but no mirror_registry names the mirror")
     images: dict[str, list[str]] = {}
     for pod in cluster.list("pods", namespace=operator_namespace):
         spec = pod.get("spec") or {}
         for container in (spec.get("initContainers") or []) + (spec.get("containers") or []):
             images.setdefault(container.get("image", ""), []).append(pod["metadata"]["name"])
     evidence.record("images", sorted(images))
-    assert images, f"{cluster.where}: no pods in {operator_namespace} to check"
+    require(images, f"{cluster.where}: no pods in {operator_namespace} to check")
     mirror_host = mirror.split("/", 1)[0]
     # Either the images name the mirror, or every GPU node's containerd pulls their registry through it
     # (RKE2's registries.yaml mirrors: the pod spec keeps nvcr.io/..., containerd fetches from the mirror).
@@ -58,4 +59,4 @@ def test_operator_images_come_from_the_mirror(
         if not image.startswith(mirror + "/") and image_registry(image) not in via_registries_yaml | {mirror_host}
         and "*" not in via_registries_yaml
     )
-    assert outside == [], f"{cluster.where}: GPU Operator images not from the mirror {mirror}: {outside}"
+    require(outside == [], f"{cluster.where}: GPU Operator images not from the mirror {mirror}: {outside}")

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from pytest_dgxspark.parsing import clusterpolicy_readiness, dig, pod_summary
+from pytest_dgxspark.checking import require
 
 # DaemonSet -> the chart value that can disable it (None: always deployed)
 COMPONENTS = {
@@ -47,12 +48,12 @@ def test_operands_are_ready_on_every_gpu_node(
     policy_states = _policy_states_not_ready(cluster)
     evidence.record("operands per GPU node", seen)
     evidence.record("ClusterPolicy states not ready", policy_states)
-    assert gpu_nodes, "the inventory names no GPU host (dgxspark_gpu: true)"
-    assert missing_nodes == [], f"{cluster.where}: GPU hosts without a Node: {missing_nodes}"
-    assert problems == {}, (
+    require(gpu_nodes, "the inventory names no GPU host (dgxspark_gpu: true)")
+    require(missing_nodes == [], f"{cluster.where}: GPU hosts without a Node: {missing_nodes}")
+    require(problems == {}, (
         f"{cluster.where}: operand pods not Ready on GPU nodes: {problems}"
         + (f"; ClusterPolicy states not ready: {policy_states}" if policy_states else "")
-    )
+    ))
 
 
 @pytest.mark.rule("ADR-0002.operator-components")
@@ -61,13 +62,13 @@ def test_clusterpolicy_is_reconciled(cluster: Any, evidence: Any) -> None:
     states = {p["metadata"]["name"]: clusterpolicy_readiness(p) for p in policies}
     evidence.record("ClusterPolicy status", {name: {"state": r.state, "reason": r.reason, "message": r.message}
                                              for name, r in states.items()})
-    assert policies, f"{cluster.where}: no ClusterPolicy (nvidia.com/v1) to say whether the operands are ready"
+    require(policies, f"{cluster.where}: no ClusterPolicy (nvidia.com/v1) to say whether the operands are ready")
     not_ready = {
         name: f"state {r.state!r}, reason {r.reason!r}"
         + (f", operands not ready: {list(r.states_not_ready)}" if r.states_not_ready else f": {r.message}")
         for name, r in states.items() if not r.ready
     }
-    assert not_ready == {}, (
+    require(not_ready == {}, (
         f"{cluster.where}: ClusterPolicy is not ready/Reconciled ('ClusterPolicy is ready as all resources have been "
         f"successfully reconciled' is the operator's success): {not_ready}"
-    )
+    ))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pytest_dgxspark.checking import require
 
 STANDALONE_MARKS = ("k8s-device-plugin", "nvidia-device-plugin", "container-toolkit", "nvidia-container-runtime")
 
@@ -30,7 +31,7 @@ def test_no_standalone_device_plugin_or_toolkit(cluster: Any, operator_namespace
         if marked and not _operator_owned(ds, operator_namespace):
             standalone.append(f"{ds['metadata'].get('namespace')}/{name} ({', '.join(images)})")
     evidence.record("standalone NVIDIA DaemonSets", standalone)
-    assert standalone == [], (
+    require(standalone == [], (
         f"{cluster.where}: device plugin/toolkit DaemonSets outside the GPU Operator (ADR 0002 §6-1 keeps them in the "
         f"operator): {standalone}"
-    )
+    ))

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from pytest_dgxspark.parsing import clusterpolicy_readiness, pod_ready, pod_summary
+from pytest_dgxspark.checking import require
 
 OPERATOR_POD = re.compile(r"^gpu-operator-[a-z0-9]+-[a-z0-9]{5}$")
 
@@ -26,9 +27,9 @@ def _operator_pods(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def test_operator_pod_is_ready(cluster: Any, operator_namespace: str, evidence: Any) -> None:
     pods = _operator_pods(cluster.list("pods", namespace=operator_namespace))
     evidence.record("operator pods", [pod_summary(p) for p in pods])
-    assert any(pod_ready(p) for p in pods), (
+    require(any(pod_ready(p) for p in pods), (
         f"{cluster.where}: no Ready gpu-operator pod in namespace {operator_namespace}: {[pod_summary(p) for p in pods] or 'none'}"
-    )
+    ))
 
 
 @pytest.mark.rule("ADR-0002.operator-running")
@@ -41,13 +42,13 @@ def test_clusterpolicy_exists_and_the_operator_found_gpu_nodes(cluster: Any, evi
         name: {"state": r.state, "reason": r.reason, "message": r.message, "reconciled": r.ready}
         for name, r in states.items()
     })
-    assert policies, f"{cluster.where}: no ClusterPolicy (nvidia.com/v1): the operator has not created cluster-policy"
+    require(policies, f"{cluster.where}: no ClusterPolicy (nvidia.com/v1): the operator has not created cluster-policy")
     faults = {
         name: f"state {r.state!r}, reason {r.reason!r}: {r.message}" for name, r in states.items()
         if r.operator_fault or r.state is None
     }
-    assert faults == {}, (
+    require(faults == {}, (
         f"{cluster.where}: the GPU Operator itself is not working: {faults} (NoGPUNodes/NFDLabelsMissing: NFD has not "
         "labelled the GPU node feature.node.kubernetes.io/pci-10de.present; ReconcileFailed: see the gpu-operator log; "
         "no state: never reconciled)"
-    )
+    ))

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from pytest_dgxspark.parsing import pod_summary
+from pytest_dgxspark.checking import require
 
 
 @pytest.mark.rule("ADR-0002.validator-passed")
@@ -24,5 +25,5 @@ def test_validator_ready_and_cuda_validation_succeeded(gpu_nodes: list[Any], ope
         if not any((p.get("status") or {}).get("phase") == "Succeeded" for p in cuda):
             problems.setdefault(gpu.name, []).append(f"no Succeeded nvidia-cuda-validator pod: {seen[gpu.name]['cuda-validator'] or 'none'}")
     evidence.record("validators", seen)
-    assert gpu_nodes, "the inventory names no GPU host (dgxspark_gpu: true)"
-    assert problems == {}, f"{cluster.where}: GPU Operator validation did not pass: {problems}"
+    require(gpu_nodes, "the inventory names no GPU host (dgxspark_gpu: true)")
+    require(problems == {}, f"{cluster.where}: GPU Operator validation did not pass: {problems}")

@@ -9,6 +9,7 @@ import pytest
 from pytest_dgxspark import not_applicable
 from pytest_dgxspark.connections import HostTarget
 from pytest_dgxspark.parsing import dig, pod_summary
+from pytest_dgxspark.checking import require
 
 HOST_DRIVER_PROBE = "command -v nvidia-smi; modinfo -F filename nvidia 2>/dev/null; modinfo -F version nvidia 2>/dev/null"
 DRIVER_LABEL = "nvidia.com/gpu.deploy.driver"
@@ -53,22 +54,22 @@ def test_exactly_one_driver_source(
         "validations/driver-ready": validation.stdout.strip() or None,
     })
     if preinstalled:
-        assert driver_pods == [], (
+        require(driver_pods == [], (
             f"{host_target.where}: two drivers: the host driver ({module_file}) and driver pod(s) "
             f"{[p['metadata']['name'] for p in driver_pods]} on node {node_name}; with a pre-installed driver "
             f"k8s-driver-manager must label the node {DRIVER_LABEL}=pre-installed"
-        )
+        ))
         if driver_enabled and processed:
-            assert label == "pre-installed", (
+            require(label == "pre-installed", (
                 f"{host_target.where}: driver.enabled=true with a preinstalled host driver needs node {node_name} "
                 f"labelled {DRIVER_LABEL}=pre-installed by k8s-driver-manager; it is {label!r}"
-            )
+            ))
     else:
-        assert driver_enabled, (
+        require(driver_enabled, (
             f"{host_target.where}: no driver: the host has none (nvidia-smi {host_smi!r}, module {module_file!r}) "
             "and the site HelmChart sets driver.enabled=false"
-        )
+        ))
         running = [p for p in driver_pods if (p.get("status") or {}).get("phase") == "Running"]
-        assert running, (
+        require(running, (
             f"{host_target.where}: no driver: the host has none and no nvidia-driver-daemonset pod runs on node {node_name}"
-        )
+        ))

@@ -10,6 +10,7 @@ from pytest_dgxspark import not_applicable
 from pytest_dgxspark.connections import HostTarget, timed_out
 from pytest_dgxspark.parsing import module_loaded, parse_nvidia_smi_csv, parse_proc_driver_version
 from pytest_dgxspark.provenance import DRIVER_VERSION_FILE, SMI_HEADER
+from pytest_dgxspark.checking import require
 
 SMI_QUERY = "nvidia-smi --query-gpu=index,name,driver_version,pci.bus_id,memory.total --format=csv"
 PROC_GPUS = "ls -1 /proc/driver/nvidia/gpus 2>/dev/null; true"
@@ -43,10 +44,13 @@ def test_nvidia_kernel_module_is_loaded(host_target: HostTarget, evidence: Any) 
         not_applicable(f"{host_target.name} is not a GPU host (dgxspark_gpu: false)")
     # lsmod reads /proc/modules; it is the RKE2 docs' own host check (`lsmod | grep nvidia`).
     modules = evidence.command(host_target, "lsmod")
-    assert modules.rc == 0, f"{host_target.where}: lsmod failed ({modules.rc}): {modules.stderr.strip()}"
+    require(modules.rc == 0, f"{host_target.where}: lsmod failed ({modules.rc}): {modules.stderr.strip()}")
     loaded = [m for m in ("nvidia", "nvidia_uvm", "nvidia_modeset") if module_loaded(modules.stdout, m)]
     evidence.record("nvidia modules loaded", loaded)
-    assert "nvidia" in loaded, f"{host_target.where}: the nvidia kernel module is not loaded (lsmod); load the host driver"
+    require(
+        "nvidia" in loaded,
+        f"{host_target.where}: the nvidia kernel module is not loaded (lsmod); load the host driver",
+    )
 
 
 @pytest.mark.rule("ADR-0002.host-driver")
@@ -55,16 +59,19 @@ def test_driver_version_file_shows_the_right_flavour(host_target: HostTarget, ev
         not_applicable(f"{host_target.name} is not a GPU host (dgxspark_gpu: false)")
     result = host_target.cached(DRIVER_VERSION_FILE)
     evidence.record(DRIVER_VERSION_FILE, {"exit_status": result.rc, "stdout": result.stdout, "stderr": result.stderr})
-    assert result.rc == 0, f"{host_target.where}: /proc/driver/nvidia/version is missing: no NVIDIA driver is loaded"
+    require(result.rc == 0, f"{host_target.where}: /proc/driver/nvidia/version is missing: no NVIDIA driver is loaded")
     driver = parse_proc_driver_version(result.stdout)
-    assert driver is not None, f"{host_target.where}: /proc/driver/nvidia/version is not an NVRM version line: {result.stdout[:200]!r}"
+    require(
+        driver is not None,
+        f"{host_target.where}: /proc/driver/nvidia/version is not an NVRM version line: {result.stdout[:200]!r}",
+    )
     evidence.record("driver", {"version": driver.version, "flavour": driver.flavour, "arch": driver.arch})
     models = evidence.command(host_target, GPU_MODELS).stdout
     if _needs_open_modules(host_target, models):
-        assert driver.flavour == "open", (
+        require(driver.flavour == "open", (
             f"{host_target.where}: GB10 needs the OPEN kernel modules (nvidia-driver-580-open); loaded is the "
             f"{driver.flavour} module {driver.version} (RmInitAdapter failed, nvidia-smi hangs)"
-        )
+        ))
 
 
 @pytest.mark.rule("ADR-0002.host-driver")
@@ -72,10 +79,10 @@ def test_nvidia_smi_answers_in_time(host_target: HostTarget, smi_timeout_s: int,
     if not host_target.spec.gpu:
         not_applicable(f"{host_target.name} is not a GPU host (dgxspark_gpu: false)")
     result = evidence.command(host_target, SMI_QUERY, timeout=smi_timeout_s)
-    assert not timed_out(result), (
+    require(not timed_out(result), (
         f"{host_target.where}: nvidia-smi did not answer within {smi_timeout_s} s (a hung driver; on GB10 the "
         "proprietary module hangs it): check dmesg for RmInitAdapter"
-    )
+    ))
     output = (result.stdout + result.stderr).strip()
     if result.rc == SMI_NVML_NOT_FOUND:
         # nvidia-smi(1): 12 = "NVML Shared Library couldn't be found or loaded": the library, not the kernel driver,
@@ -83,14 +90,14 @@ def test_nvidia_smi_answers_in_time(host_target: HostTarget, smi_timeout_s: int,
         evidence.record("nvidia-smi exit 12 (NVML library missing; judged by ADR-0002.host-nvml)", output[-400:])
         gpus = evidence.command(host_target, PROC_GPUS)
         found = [line.strip() for line in gpus.stdout.splitlines() if line.strip()]
-        assert found, (
+        require(found, (
             f"{host_target.where}: nvidia-smi cannot load NVML (exit 12) and the kernel driver lists no GPU in "
             "/proc/driver/nvidia/gpus"
-        )
+        ))
     else:
         meaning = SMI_EXIT_CODES.get(result.rc, "not a documented nvidia-smi exit status")
-        assert result.rc == 0, f"{host_target.where}: nvidia-smi exited {result.rc} ({meaning}): {output[-400:]}"
+        require(result.rc == 0, f"{host_target.where}: nvidia-smi exited {result.rc} ({meaning}): {output[-400:]}")
         rows = parse_nvidia_smi_csv(result.stdout)
         evidence.record("nvidia-smi GPUs", rows)
-        assert rows, f"{host_target.where}: nvidia-smi lists no GPU: {result.stdout.strip()!r}"
+        require(rows, f"{host_target.where}: nvidia-smi lists no GPU: {result.stdout.strip()!r}")
         host_target.cached(SMI_HEADER, timeout=smi_timeout_s)  # CUDA version for provenance

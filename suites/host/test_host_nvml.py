@@ -10,6 +10,7 @@ import pytest
 from pytest_dgxspark import not_applicable
 from pytest_dgxspark.connections import HostTarget, timed_out
 from pytest_dgxspark.parsing import ldconfig_has, nvml_probe_result
+from pytest_dgxspark.checking import require
 
 NVML_NOT_SUPPORTED = 3
 NVML_TIMEOUT_S = 30
@@ -61,7 +62,10 @@ def test_libnvidia_ml_resolves(host_target: HostTarget, evidence: Any) -> None:
     result = evidence.command(host_target, "/sbin/ldconfig -p 2>/dev/null || ldconfig -p")
     paths = ldconfig_has(result.stdout)
     evidence.record("libnvidia-ml.so.1", paths)
-    assert paths, f"{host_target.where}: libnvidia-ml.so.1 does not resolve (ldconfig -p); install the driver's NVML library"
+    require(
+        paths,
+        f"{host_target.where}: libnvidia-ml.so.1 does not resolve (ldconfig -p); install the driver's NVML library",
+    )
 
 
 @pytest.mark.rule("ADR-0002.host-nvml")
@@ -70,24 +74,33 @@ def test_nvml_initialises_and_counts_gpus(host_target: HostTarget, evidence: Any
         not_applicable(f"{host_target.name} is not a GPU host (dgxspark_gpu: false)")
     result = host_target.cached(NVML_COMMAND, timeout=NVML_TIMEOUT_S)
     evidence.record("NVML probe", {"exit_status": result.rc, "stdout": result.stdout[-2000:], "stderr": result.stderr[-2000:]})
-    assert not timed_out(result), f"{host_target.where}: NVML did not answer within {NVML_TIMEOUT_S} s (hung driver)"
-    assert result.rc == 0, f"{host_target.where}: the NVML probe (python3 + ctypes) exited {result.rc}: {result.stderr.strip()[-300:]}"
-    probe = nvml_probe_result(result.stdout)
-    assert "load_error" not in probe, f"{host_target.where}: libnvidia-ml.so.1 cannot be loaded: {probe.get('load_error')}"
-    assert probe.get("init") == 0, f"{host_target.where}: nvmlInit_v2 failed: {probe.get('init_error')} ({probe.get('init')})"
-    assert probe.get("count_rc") == 0 and probe.get("count", 0) >= 1, (
-        f"{host_target.where}: NVML counts {probe.get('count')} GPUs (nvmlDeviceGetCount_v2 rc {probe.get('count_rc')}); expected >= 1"
+    require(not timed_out(result), f"{host_target.where}: NVML did not answer within {NVML_TIMEOUT_S} s (hung driver)")
+    require(
+        result.rc == 0,
+        f"{host_target.where}: the NVML probe (python3 + ctypes) exited {result.rc}: {result.stderr.strip()[-300:]}",
     )
+    probe = nvml_probe_result(result.stdout)
+    require(
+        "load_error" not in probe,
+        f"{host_target.where}: libnvidia-ml.so.1 cannot be loaded: {probe.get('load_error')}",
+    )
+    require(
+        probe.get("init") == 0,
+        f"{host_target.where}: nvmlInit_v2 failed: {probe.get('init_error')} ({probe.get('init')})",
+    )
+    require(probe.get("count_rc") == 0 and probe.get("count", 0) >= 1, (
+        f"{host_target.where}: NVML counts {probe.get('count')} GPUs (nvmlDeviceGetCount_v2 rc {probe.get('count_rc')}); expected >= 1"
+    ))
     devices = probe.get("devices") or []
     for device in devices:
         if device.get("memory_rc") == NVML_NOT_SUPPORTED:
             evidence.record(f"GPU {device['index']} memory", "not applicable on unified memory (NVML_ERROR_NOT_SUPPORTED)")
     broken = [d for d in devices if d.get("memory_rc") not in (0, NVML_NOT_SUPPORTED) or d.get("name_rc") != 0]
-    assert broken == [], f"{host_target.where}: NVML device queries failed: {broken}"
+    require(broken == [], f"{host_target.where}: NVML device queries failed: {broken}")
     expected = host_target.spec.vars.get("dgxspark_gpu_product")
     names = [d.get("name") for d in devices]
     evidence.record("NVML", {"driver": probe.get("driver"), "count": probe.get("count"), "names": names})
     if expected:
-        assert all(name == expected for name in names), (
+        require(all(name == expected for name in names), (
             f"{host_target.where}: NVML names {names}, the inventory's dgxspark_gpu_product is {expected!r}"
-        )
+        ))

@@ -16,6 +16,7 @@ from pytest_dgxspark.parsing import (
     node_internal_ips,
     parse_ip_addr_json,
 )
+from pytest_dgxspark.checking import require
 
 NETPLAN = "for f in /etc/netplan/*.yaml /etc/netplan/*.yml; do [ -f \"$f\" ] && { echo '---'; cat \"$f\"; }; done; true"
 
@@ -26,24 +27,27 @@ def test_node_internal_ip_is_the_inventory_address(host_target: HostTarget, host
     inventory = addresses_of(host_target.spec.address)  # ansible_host may be a name
     evidence.record("node InternalIP", {"node": host_node["metadata"]["name"], "InternalIP": ips,
                                         "inventory": host_target.spec.address, "inventory addresses": sorted(inventory)})
-    assert inventory & set(ips), (
+    require(inventory & set(ips), (
         f"{host_target.where}: Node {host_node['metadata']['name']} InternalIP is {ips}, the inventory says "
         f"{host_target.spec.address}; set node-ip or fix ansible_host"
-    )
+    ))
 
 
 @pytest.mark.rule("ADR-0002.host-static-ip")
 def test_inventory_address_is_configured_statically(host_target: HostTarget, evidence: Any) -> None:
     addresses = addresses_of(host_target.spec.address)
     ip_addr = evidence.command(host_target, "ip -j addr show")
-    assert ip_addr.rc == 0, f"{host_target.where}: `ip -j addr show` exited {ip_addr.rc}: {ip_addr.stderr.strip()}"
+    require(ip_addr.rc == 0, f"{host_target.where}: `ip -j addr show` exited {ip_addr.rc}: {ip_addr.stderr.strip()}")
     matches = [a for a in parse_ip_addr_json(ip_addr.stdout) if a.address in addresses]
-    assert matches, f"{host_target.where}: no interface carries the inventory address {sorted(addresses)} (ip -j addr)"
+    require(
+        matches,
+        f"{host_target.where}: no interface carries the inventory address {sorted(addresses)} (ip -j addr)",
+    )
     address = matches[0].address
     iface = matches[0].ifname
-    assert not matches[0].dynamic, (
+    require(not matches[0].dynamic, (
         f"{host_target.where}: {address} on {iface} is a DHCP lease (`dynamic` in ip addr); configure it statically"
-    )
+    ))
     netplan = evidence.command(host_target, NETPLAN)
     documents = [d for d in yaml.safe_load_all(netplan.stdout or "") if isinstance(d, dict)] if netplan.rc == 0 else []
     definitions = netplan_dhcp_interfaces(documents)
@@ -63,7 +67,10 @@ def test_inventory_address_is_configured_statically(host_target: HostTarget, evi
         "address configuration",
         {"interface": iface, "netplan": named, "networkmanager_connection": connection or None, "nm_ipv4_method": nm_method},
     )
-    assert dhcp_netplan == [], f"{host_target.where}: netplan enables DHCP on {dhcp_netplan} carrying {address}; set dhcp4: false and addresses"
-    assert nm_method != "auto", (
-        f"{host_target.where}: NetworkManager connection {connection!r} on {iface} uses ipv4.method auto (DHCP); set manual"
+    require(
+        dhcp_netplan == [],
+        f"{host_target.where}: netplan enables DHCP on {dhcp_netplan} carrying {address}; set dhcp4: false and addresses",
     )
+    require(nm_method != "auto", (
+        f"{host_target.where}: NetworkManager connection {connection!r} on {iface} uses ipv4.method auto (DHCP); set manual"
+    ))

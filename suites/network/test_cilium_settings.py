@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from pytest_dgxspark.parsing import as_bool, dig, pod_summary
+from pytest_dgxspark.checking import require
 
 
 def _cilium_config(cluster: Any) -> dict[str, Any] | None:
@@ -20,10 +21,10 @@ def _cilium_config(cluster: Any) -> dict[str, Any] | None:
 @pytest.mark.rule("ADR-0001.cilium-settings")
 def test_rke2_cilium_values_match_site_vars(cluster: Any, site: Any, evidence: Any) -> None:
     config = _cilium_config(cluster)
-    assert config is not None, (
+    require(config is not None, (
         f"{cluster.where}: no HelmChartConfig kube-system/rke2-cilium; ADR 0001 §5-2 expresses Cilium settings there "
         "(/var/lib/rancher/rke2/server/manifests/rke2-cilium-config.yaml)"
-    )
+    ))
     values = yaml.safe_load(dig(config, "spec.valuesContent") or "") or {}
     wanted = site.vars.get("rke2_cilium") or {}
     live = {
@@ -34,7 +35,10 @@ def test_rke2_cilium_values_match_site_vars(cluster: Any, site: Any, evidence: A
     evidence.record("rke2-cilium valuesContent", values)
     evidence.record("vars rke2_cilium", wanted)
     differ = {k: {"vars": bool(wanted.get(k, False)), "live": v} for k, v in live.items() if v != bool(wanted.get(k, False))}
-    assert differ == {}, f"{cluster.where}: HelmChartConfig rke2-cilium differs from {site.root}/rke2/vars.yml rke2_cilium: {differ}"
+    require(
+        differ == {},
+        f"{cluster.where}: HelmChartConfig rke2-cilium differs from {site.root}/rke2/vars.yml rke2_cilium: {differ}",
+    )
 
 
 # kube-system/cilium-config keys of the running agent; kube-proxy-replacement was strict/partial/disabled before 1.14
@@ -46,16 +50,19 @@ _TRUE = {"true", "strict"}
 @pytest.mark.rule("ADR-0001.cilium-settings")
 def test_running_cilium_config_matches_site_vars(cluster: Any, site: Any, evidence: Any) -> None:
     maps = [c for c in cluster.list("configmaps", namespace="kube-system") if c["metadata"]["name"] == "cilium-config"]
-    assert maps, f"{cluster.where}: no ConfigMap kube-system/cilium-config: the Cilium agent has no effective configuration"
+    require(
+        maps,
+        f"{cluster.where}: no ConfigMap kube-system/cilium-config: the Cilium agent has no effective configuration",
+    )
     data = maps[0].get("data") or {}
     wanted = site.vars.get("rke2_cilium") or {}
     live = {key: str(data.get(name, "false")).strip().lower() in _TRUE for key, name in _EFFECTIVE.items()}
     evidence.record("cilium-config (effective)", {name: data.get(name) for name in _EFFECTIVE.values()})
     differ = {k: {"vars": bool(wanted.get(k, False)), "running": v} for k, v in live.items() if v != bool(wanted.get(k, False))}
-    assert differ == {}, (
+    require(differ == {}, (
         f"{cluster.where}: the running Cilium (kube-system/cilium-config) differs from {site.root}/rke2/vars.yml "
         f"rke2_cilium: {differ}; a setting changed outside the HelmChartConfig, or the HelmChartConfig did not apply"
-    )
+    ))
 
 
 @pytest.mark.rule("ADR-0001.cilium-settings")
@@ -65,13 +72,16 @@ def test_kube_proxy_runs_only_when_not_replaced(cluster: Any, site: Any, evidenc
     proxies = [p for p in cluster.list("pods", namespace="kube-system") if p["metadata"]["name"].startswith("kube-proxy-")]
     evidence.record("kube-proxy pods", [pod_summary(p) for p in proxies])
     evidence.record("vars", {"rke2_disable_kube_proxy": disabled, "rke2_cilium.kube_proxy_replacement": replacement})
-    assert replacement == disabled, (
+    require(replacement == disabled, (
         f"{site.root}/rke2/vars.yml: kube_proxy_replacement ({replacement}) requires rke2_disable_kube_proxy ({disabled}) "
         "to be the same"
-    )
+    ))
     running_on = {(p.get("spec") or {}).get("nodeName") for p in proxies if (p.get("status") or {}).get("phase") == "Running"}
     nodes = {n["metadata"]["name"] for n in cluster.nodes}
     if disabled:
-        assert running_on == set(), f"{cluster.where}: kube-proxy is disabled but runs on {sorted(running_on)}"
+        require(running_on == set(), f"{cluster.where}: kube-proxy is disabled but runs on {sorted(running_on)}")
     else:
-        assert nodes <= running_on, f"{cluster.where}: kube-proxy must run on every node; missing on {sorted(nodes - running_on)}"
+        require(
+            nodes <= running_on,
+            f"{cluster.where}: kube-proxy must run on every node; missing on {sorted(nodes - running_on)}",
+        )

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from pytest_dgxspark.parsing import pod_ready, pod_summary
+from pytest_dgxspark.checking import require
 
 OTHER_CNI_PREFIXES = ("rke2-canal", "canal-", "calico-node", "calico-kube-controllers", "kube-flannel", "flannel-")
 
@@ -18,9 +19,9 @@ def _cilium_agents(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
 @pytest.mark.rule("ADR-0001.cni-cilium")
 def test_site_selects_cilium(site: Any, evidence: Any) -> None:
     evidence.record("rke2_cni", site.vars.get("rke2_cni"))
-    assert site.vars.get("rke2_cni") == "cilium", (
+    require(site.vars.get("rke2_cni") == "cilium", (
         f"{site.root}/rke2/vars.yml: rke2_cni is {site.vars.get('rke2_cni')!r}, ADR 0001 requires 'cilium'"
-    )
+    ))
 
 
 @pytest.mark.rule("ADR-0001.cni-cilium")
@@ -30,12 +31,12 @@ def test_every_node_has_a_ready_cilium_agent(cluster: Any, evidence: Any) -> Non
     ready_on = {p["spec"].get("nodeName") for p in agents if pod_ready(p)}
     evidence.record("cilium agents", [pod_summary(p) for p in agents])
     missing = [n for n in nodes if n not in ready_on]
-    assert nodes, f"{cluster.where}: the cluster has no Nodes"
-    assert missing == [], f"{cluster.where}: no Ready cilium agent pod (k8s-app=cilium) on nodes {missing}"
+    require(nodes, f"{cluster.where}: the cluster has no Nodes")
+    require(missing == [], f"{cluster.where}: no Ready cilium agent pod (k8s-app=cilium) on nodes {missing}")
 
 
 @pytest.mark.rule("ADR-0001.cni-cilium")
 def test_no_other_cni_runs(cluster: Any, evidence: Any) -> None:
     others = [pod_summary(p) for p in cluster.list("pods") if p["metadata"]["name"].startswith(OTHER_CNI_PREFIXES)]
     evidence.record("other CNI pods", others)
-    assert others == [], f"{cluster.where}: pods of another CNI run next to Cilium: {[p['name'] for p in others]}"
+    require(others == [], f"{cluster.where}: pods of another CNI run next to Cilium: {[p['name'] for p in others]}")

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from pytest_dgxspark.connections import HostTarget
+from pytest_dgxspark.checking import require
 
 HARDENING_KEYS = (
     "profile", "secrets-encryption", "selinux", "protect-kernel-defaults", "pod-security-admission-config-file",
@@ -16,7 +17,7 @@ HARDENING_KEYS = (
 
 @pytest.mark.rule("ADR-0001.hardening-baseline")
 def test_hardening_options_are_recorded(host_target: HostTarget, rke2_config: Any, evidence: Any) -> None:
-    assert rke2_config.error is None, rke2_config.error
+    require(rke2_config.error is None, rke2_config.error)
     config = rke2_config.merged
     baseline = {key: config.get(key) for key in HARDENING_KEYS}
     baseline["cis_profile"] = config.get("profile") or "none"

@@ -8,6 +8,7 @@ import pytest
 
 from pytest_dgxspark.connections import HostTarget
 from pytest_dgxspark.parsing import node_taints, parse_labels, parse_taint
+from pytest_dgxspark.checking import require
 
 OPERATOR_OWNED_LABELS = ("nvidia.com/gpu.present",)
 SYSTEM_TAINT_PREFIXES = ("node.kubernetes.io/", "node.cloudprovider.kubernetes.io/", "node.cilium.io/", "ToBeDeletedByClusterAutoscaler")
@@ -31,9 +32,9 @@ def test_node_labels_are_the_site_labels(
         if key in wanted:
             evidence.warn(f"{node_metadata.labels_from} sets operator-owned label {key}; remove it")
     evidence.record("labels", {"vars": wanted, "live": {k: live.get(k) for k in wanted}})
-    assert wrong == {}, (
+    require(wrong == {}, (
         f"{host_target.where}: Node {host_node['metadata']['name']} labels differ from {node_metadata.labels_from}: {wrong}"
-    )
+    ))
 
 
 @pytest.mark.rule("ADR-0001.node-metadata")
@@ -43,8 +44,8 @@ def test_node_taints_are_the_site_taints(
     live = sorted(t for t in node_taints(host_node) if not t.key.startswith(SYSTEM_TAINT_PREFIXES))
     wanted = sorted(parse_taint(t) for t in node_metadata.taints)
     evidence.record("taints", {"vars": [t.__dict__ for t in wanted], "live": [t.__dict__ for t in live]})
-    assert live == wanted, (
+    require(live == wanted, (
         f"{host_target.where}: Node {host_node['metadata']['name']} taints {[f'{t.key}={t.value}:{t.effect}' for t in live]} "
         f"differ from {node_metadata.taints_from} {list(node_metadata.taints)} (taints are set at registration only; "
         "use kubectl taint to converge)"
-    )
+    ))

@@ -8,6 +8,7 @@ import pytest
 
 from pytest_dgxspark.connections import HostTarget
 from pytest_dgxspark.parsing import node_condition
+from pytest_dgxspark.checking import require
 
 
 @pytest.mark.rule("ADR-0001.node-ready")
@@ -15,7 +16,7 @@ def test_node_is_ready(host_target: HostTarget, host_node: dict[str, Any], evide
     ready = node_condition(host_node, "Ready") or {}
     evidence.record("Ready condition", ready)
     evidence.record("unschedulable", (host_node.get("spec") or {}).get("unschedulable", False))
-    assert ready.get("status") == "True", (
+    require(ready.get("status") == "True", (
         f"{host_target.where}: Node {host_node['metadata']['name']} is not Ready: "
         f"{ready.get('reason')}: {ready.get('message')}"
-    )
+    ))

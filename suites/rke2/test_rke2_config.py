@@ -8,13 +8,14 @@ import pytest
 
 from pytest_dgxspark.connections import HostTarget
 from pytest_dgxspark.parsing import as_bool, as_list, parse_taint
+from pytest_dgxspark.checking import require
 
 CONFIG = "/etc/rancher/rke2/config.yaml"
 
 
 @pytest.mark.rule("ADR-0001.rke2-config")
 def test_effective_config_matches_site_vars(host_target: HostTarget, rke2_config: Any, site: Any, node_metadata: Any) -> None:
-    assert rke2_config.error is None, rke2_config.error
+    require(rke2_config.error is None, rke2_config.error)
     config = rke2_config.merged
     vars_ = site.vars
     problems = []
@@ -33,4 +34,7 @@ def test_effective_config_matches_site_vars(host_target: HostTarget, rke2_config
     want_taints = sorted(parse_taint(t) for t in node_metadata.taints)
     if taints != want_taints:
         problems.append(f"node-taint is {as_list(config.get('node-taint'))}, {node_metadata.taints_from} says {list(node_metadata.taints)}")
-    assert problems == [], f"{host_target.where}: {CONFIG} (+ config.yaml.d) does not match {site.root}/rke2/vars.yml: " + "; ".join(problems)
+    require(
+        problems == [],
+        f"{host_target.where}: {CONFIG} (+ config.yaml.d) does not match {site.root}/rke2/vars.yml: " + "; ".join(problems),
+    )

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from pytest_dgxspark.connections import HostTarget
+from pytest_dgxspark.checking import require
 
 
 @pytest.mark.rule("ADR-0001.rke2-service")
@@ -18,6 +19,12 @@ def test_rke2_unit_of_the_role_is_enabled_and_active(host_target: HostTarget, ev
     enabled, running = service.is_enabled, service.is_running
     other_running = host_target.host.service(other).is_running
     evidence.record("units", {unit: {"enabled": enabled, "active": running}, other: {"active": other_running}})
-    assert running, f"{host_target.where}: {unit} is not active (role {host_target.spec.role}); see journalctl -u {unit}"
-    assert enabled, f"{host_target.where}: {unit} is active but not enabled: it will not come back after a reboot"
-    assert not other_running, f"{host_target.where}: {other} is active too; a {host_target.spec.role} runs only {unit}"
+    require(
+        running,
+        f"{host_target.where}: {unit} is not active (role {host_target.spec.role}); see journalctl -u {unit}",
+    )
+    require(enabled, f"{host_target.where}: {unit} is active but not enabled: it will not come back after a reboot")
+    require(
+        not other_running,
+        f"{host_target.where}: {other} is active too; a {host_target.spec.role} runs only {unit}",
+    )

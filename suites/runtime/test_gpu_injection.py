@@ -9,6 +9,7 @@ import pytest
 from pytest_dgxspark import not_applicable
 from pytest_dgxspark.connections import HostTarget
 from pytest_dgxspark.parsing import dig, parse_containerd_config, parse_runtime_version, pod_ready, pod_summary
+from pytest_dgxspark.checking import require
 
 # CDI specs declaring NVIDIA device kinds: the toolkit's management.nvidia.com/gpu and the device plugin's
 # k8s.device-plugin.nvidia.com/gpu (/var/run/cdi/k8s.device-plugin.nvidia.com-gpu.json), any file name.
@@ -48,10 +49,10 @@ def test_gpu_injection_goes_through_rke2_containerd(
     toolkit = _toolkit_pods(cluster, operator_namespace, node_name)
     evidence.record("toolkit pods on the node", [pod_summary(p) for p in toolkit] or
                     "none: the operator has not scheduled the toolkit here (operator-components judges that)")
-    assert not any(s in (kubelet.endpoint or "") for s in DOCKER_SOCKETS), (
+    require(not any(s in (kubelet.endpoint or "") for s in DOCKER_SOCKETS), (
         f"{host_target.where}: the kubelet reaches its runtime through Docker ({kubelet.endpoint}); GPUs must be "
         "injected by RKE2's containerd, never by an nvidia runtime wired into Docker"
-    )
+    ))
     if nri_mode:
         raw = (host_node.get("status") or {}).get("nodeInfo", {}).get("containerRuntimeVersion", "")
         runtime = parse_runtime_version(raw)
@@ -59,43 +60,43 @@ def test_gpu_injection_goes_through_rke2_containerd(
         live_nri = [dig(p, "spec.cdi.nriPluginEnabled") for p in cluster.list("clusterpolicies")]
         evidence.record("NRI", {"containerRuntimeVersion": raw, "nri.sock": nri_socket.rc == 0,
                                 "ClusterPolicy spec.cdi.nriPluginEnabled (recorded)": live_nri})
-        assert runtime is not None and runtime.runtime == "containerd" and runtime.version[:2] >= NRI_MIN_CONTAINERD, (
+        require(runtime is not None and runtime.runtime == "containerd" and runtime.version[:2] >= NRI_MIN_CONTAINERD, (
             f"{host_target.where}: the NRI plugin needs RKE2's containerd >= 2.1 (RKE2 docs: \"NRI requires containerd "
             f"2.1\"); Node {node_name} runs {raw!r}"
-        )
-        assert nri_socket.rc == 0, (
+        ))
+        require(nri_socket.rc == 0, (
             f"{host_target.where}: {NRI_SOCKET} is not a socket: RKE2's containerd does not serve NRI, so the toolkit's "
             "NRI plugin cannot inject GPUs (F14: failed to connect to NRI service)"
-        )
-        assert cri is not None, (
+        ))
+        require(cri is not None, (
             f"{host_target.where}: {RKE2_CONTAINERD_CONFIG} could not be read as containerd TOML (exit {config_file.rc}): "
             "RKE2 generates it at every start; without it CDI injection cannot be judged"
-        )
+        ))
         if cri is not None:
             dirs = cri.cdi_spec_dirs
-            assert cri.cdi_enabled, f"{host_target.where}: {RKE2_CONTAINERD_CONFIG} disables CDI (enable_cdi = false)"
-            assert dirs is None or any(d.rstrip("/") in CDI_DIRS for d in dirs), (
+            require(cri.cdi_enabled, f"{host_target.where}: {RKE2_CONTAINERD_CONFIG} disables CDI (enable_cdi = false)")
+            require(dirs is None or any(d.rstrip("/") in CDI_DIRS for d in dirs), (
                 f"{host_target.where}: {RKE2_CONTAINERD_CONFIG} cdi_spec_dirs {list(dirs or [])} name neither /etc/cdi "
                 "nor /var/run/cdi, where the toolkit and device plugin write their specs"
-            )
+            ))
         if toolkit:
             specs = evidence.command(host_target, CDI_SPECS)
-            assert all(pod_ready(p) for p in toolkit), (
+            require(all(pod_ready(p) for p in toolkit), (
                 f"{host_target.where}: the NRI plugin runs in the toolkit DaemonSet; its pod on {node_name} is not Ready: "
                 f"{[pod_summary(p) for p in toolkit]}"
-            )
-            assert specs.stdout.strip(), (
+            ))
+            require(specs.stdout.strip(), (
                 f"{host_target.where}: the toolkit runs but there is no NVIDIA CDI spec in /var/run/cdi or /etc/cdi "
                 "(no spec of kind *nvidia.com/gpu; the toolkit and device plugin write them)"
-            )
+            ))
     else:
-        assert config_file.rc == 0, (
+        require(config_file.rc == 0, (
             f"{host_target.where}: legacy mode needs an nvidia runtime in RKE2's generated {RKE2_CONTAINERD_CONFIG}, "
             f"which cannot be read: {config_file.stderr.strip()[-200:]}"
-        )
+        ))
         runtimes = list(cri.runtimes) if cri is not None else []
         named = any(r.startswith("nvidia") for r in runtimes) or (cri is None and "nvidia" in config_file.stdout)
-        assert named, (
+        require(named, (
             f"{host_target.where}: legacy mode needs an nvidia runtime in RKE2's generated {RKE2_CONTAINERD_CONFIG}; "
             f"its runtimes are {runtimes or 'unparsable'} (Docker's daemon.json does not count)"
-        )
+        ))

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from pytest_dgxspark.connections import HostTarget
+from pytest_dgxspark.checking import require
 
 DOCKER_SOCKETS = ("docker.sock", "cri-dockerd.sock", "dockershim.sock")
 
@@ -19,8 +20,11 @@ def test_kubelet_is_not_wired_to_docker(
     cri_dockerd = evidence.command(host_target, "pgrep -a -x cri-dockerd; true")
     docker = evidence.command(host_target, "systemctl is-active docker 2>/dev/null; command -v docker; true")
     evidence.record("docker on the host (recorded, not a failure)", docker.stdout.strip() or "not installed")
-    assert not raw.startswith("docker://"), f"{host_target.where}: containerRuntimeVersion is {raw!r}: Docker is the CRI"
-    assert not any(s in (kubelet.endpoint or "") for s in DOCKER_SOCKETS), (
-        f"{host_target.where}: the kubelet's runtime endpoint is {kubelet.endpoint!r} (Docker/cri-dockerd)"
+    require(
+        not raw.startswith("docker://"),
+        f"{host_target.where}: containerRuntimeVersion is {raw!r}: Docker is the CRI",
     )
-    assert cri_dockerd.stdout.strip() == "", f"{host_target.where}: cri-dockerd runs: {cri_dockerd.stdout.strip()}"
+    require(not any(s in (kubelet.endpoint or "") for s in DOCKER_SOCKETS), (
+        f"{host_target.where}: the kubelet's runtime endpoint is {kubelet.endpoint!r} (Docker/cri-dockerd)"
+    ))
+    require(cri_dockerd.stdout.strip() == "", f"{host_target.where}: cri-dockerd runs: {cri_dockerd.stdout.strip()}")

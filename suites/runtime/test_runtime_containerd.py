@@ -8,6 +8,7 @@ import pytest
 
 from pytest_dgxspark.connections import HostTarget
 from pytest_dgxspark.parsing import parse_runtime_version
+from pytest_dgxspark.checking import require
 
 RKE2_SOCKET = "unix:///run/k3s/containerd/containerd.sock"
 CRICTL = "/var/lib/rancher/rke2/bin/crictl --runtime-endpoint unix:///run/k3s/containerd/containerd.sock version"
@@ -18,27 +19,30 @@ def test_node_runtime_is_rke2_containerd(host_target: HostTarget, host_node: dic
     raw = (host_node.get("status") or {}).get("nodeInfo", {}).get("containerRuntimeVersion", "")
     runtime = parse_runtime_version(raw)
     evidence.record("containerRuntimeVersion", raw)
-    assert runtime is not None and runtime.runtime == "containerd" and runtime.k3s, (
+    require(runtime is not None and runtime.runtime == "containerd" and runtime.k3s, (
         f"{host_target.where}: Node {host_node['metadata']['name']} containerRuntimeVersion is {raw!r}; RKE2's containerd "
         "reports containerd://<version>-k3s<N>"
-    )
+    ))
 
 
 @pytest.mark.rule("ADR-0001.runtime-rke2-containerd")
 def test_kubelet_uses_the_rke2_containerd_socket(host_target: HostTarget, kubelet: Any, evidence: Any) -> None:
-    assert kubelet.running, f"{host_target.where}: no kubelet process found (pgrep -x kubelet); is rke2 running?"
-    assert kubelet.endpoint == RKE2_SOCKET, (
+    require(kubelet.running, f"{host_target.where}: no kubelet process found (pgrep -x kubelet); is rke2 running?")
+    require(kubelet.endpoint == RKE2_SOCKET, (
         f"{host_target.where}: the kubelet's container runtime endpoint is {kubelet.endpoint!r} "
         f"(from {list(kubelet.config_files) or 'its flags'}); ADR 0001 requires {RKE2_SOCKET}"
-    )
+    ))
 
 
 @pytest.mark.rule("ADR-0001.runtime-rke2-containerd")
 def test_rke2_containerd_socket_answers(host_target: HostTarget, evidence: Any) -> None:
     socket = evidence.command(host_target, "test -S /run/k3s/containerd/containerd.sock")
-    assert socket.rc == 0, f"{host_target.where}: /run/k3s/containerd/containerd.sock is not a socket"
+    require(socket.rc == 0, f"{host_target.where}: /run/k3s/containerd/containerd.sock is not a socket")
     version = evidence.command(host_target, CRICTL, timeout=30)
-    assert version.rc == 0, f"{host_target.where}: crictl version over RKE2's socket failed ({version.rc}): {version.stderr.strip()[-300:]}"
-    assert "RuntimeName:" in version.stdout and "containerd" in version.stdout, (
-        f"{host_target.where}: crictl version did not report containerd: {version.stdout.strip()!r}"
+    require(
+        version.rc == 0,
+        f"{host_target.where}: crictl version over RKE2's socket failed ({version.rc}): {version.stderr.strip()[-300:]}",
     )
+    require("RuntimeName:" in version.stdout and "containerd" in version.stdout, (
+        f"{host_target.where}: crictl version did not report containerd: {version.stdout.strip()!r}"
+    ))

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from pytest_dgxspark.parsing import as_bool, dig, exact_chart_version
+from pytest_dgxspark.checking import require
 
 NVIDIA_REPO = "https://helm.ngc.nvidia.com/nvidia"
 RKE2_GENERATED = ("config.toml", "config.toml.tmpl", "config-v3.toml.tmpl")
@@ -31,7 +32,7 @@ def test_helmchart_pins_nvidia_gpu_operator_chart(site: Any, evidence: Any) -> N
         problems.append(f"spec.targetNamespace must be 'gpu-operator', is {spec.get('targetNamespace')!r}")
     if spec.get("createNamespace") is not True:
         problems.append(f"spec.createNamespace must be true, is {spec.get('createNamespace')!r}")
-    assert problems == [], f"{where}: " + "; ".join(problems)
+    require(problems == [], f"{where}: " + "; ".join(problems))
 
 
 @pytest.mark.rule("ADR-0002.helmchart-manifest")
@@ -49,7 +50,7 @@ def test_helmchart_values_set_driver_and_nri_plugin(site: Any, site_values: dict
             problems.append("cdi.nriPluginEnabled requires cdi.enabled (the chart renders the NRI plugin only with CDI)")
         if dig(site_values, "toolkit.enabled") is not None and not as_bool(dig(site_values, "toolkit.enabled")):
             problems.append("cdi.nriPluginEnabled requires toolkit.enabled (the NRI plugin runs in the toolkit DaemonSet)")
-    assert problems == [], f"{where}: " + "; ".join(problems)
+    require(problems == [], f"{where}: " + "; ".join(problems))
 
 
 @pytest.mark.rule("ADR-0002.helmchart-manifest")
@@ -59,8 +60,8 @@ def test_toolkit_does_not_rewrite_rke2_containerd_config(site: Any, site_values:
     evidence.record("toolkit.env", env_map)
     config = env_map.get("CONTAINERD_CONFIG", "")
     generated = config.startswith("/var/lib/rancher/") and config.rsplit("/", 1)[-1] in RKE2_GENERATED
-    assert not generated, (
+    require(not generated, (
         f"{site.root}/rke2/gpu-operator.helmchart.yaml: toolkit env CONTAINERD_CONFIG={config} points at RKE2's generated "
         "containerd config; RKE2 rewrites it at start (template errors, restart loops: gpu-stack-facts §8 F9/F10). "
         "Remove it (NRI/CDI need no containerd config patch)."
-    )
+    ))

@@ -16,6 +16,7 @@ from pytest_dgxspark.siterepo import (
     parse_make_rules,
     strip_yaml_comments,
 )
+from pytest_dgxspark.checking import require
 
 INSTALL_TARGETS = ("rke2/server/install", "rke2/agent/install")
 OPERATOR_TARGET = "rke2/gpu/operator/apply"
@@ -102,8 +103,11 @@ def test_rke2_install_targets_never_deploy_gpu_operator(site: Any, evidence: Any
                     problems.append(f"{path}:{number} (used by make {target}) deploys/refers to the GPU Operator: {line.strip()!r}")
     evidence.record("makefiles", [str(m) for m in makefiles])
     evidence.record("files scanned per install target", scanned)
-    assert makefiles, f"{repo}: no Makefile or provisioning/*.mk: the RKE2 install targets cannot be checked"
-    assert problems == [], "ADR 0002 §5-1: the RKE2 install targets must not deploy the GPU Operator:\n  " + "\n  ".join(problems)
+    require(makefiles, f"{repo}: no Makefile or provisioning/*.mk: the RKE2 install targets cannot be checked")
+    require(
+        problems == [],
+        "ADR 0002 §5-1: the RKE2 install targets must not deploy the GPU Operator:\n  " + "\n  ".join(problems),
+    )
 
 
 @pytest.mark.rule("ADR-0002.operator-separate")
@@ -113,8 +117,8 @@ def test_gpu_operator_has_its_own_apply_target(site: Any, evidence: Any) -> None
     rules = _make_rules(makefiles)
     recipe = make_recipe_closure(rules, OPERATOR_TARGET) if OPERATOR_TARGET in rules else None
     evidence.record(OPERATOR_TARGET, recipe)
-    assert recipe is not None, (
+    require(recipe is not None, (
         f"ADR 0002 §8: make {OPERATOR_TARGET} must exist to apply the GPU Operator on its own; "
         f"not found in {[str(m) for m in makefiles] or repo}"
-    )
-    assert recipe, f"make {OPERATOR_TARGET} has an empty recipe"
+    ))
+    require(recipe, f"make {OPERATOR_TARGET} has an empty recipe")

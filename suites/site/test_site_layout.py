@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pytest_dgxspark.checking import require
 
 CREDENTIAL_NAME = re.compile(r"(^|/)(kubeconfig[^/]*|[^/]*\.kubeconfig|rke2\.yaml|[^/]*token[^/]*)$", re.I)
 CREDENTIAL_CONTENT = re.compile(r"client-key-data:|K10[0-9a-f]{20,}::|-----BEGIN [A-Z ]*PRIVATE KEY-----")
@@ -26,11 +27,14 @@ def test_site_has_flat_rke2_folder_with_vars_and_helmchart(site: Any, evidence: 
     missing = [str(p) for p in required if not p.is_file()]
     nested = sorted(str(p) for p in rke2.iterdir() if p.is_dir()) if rke2.is_dir() else []
     evidence.record("site rke2 folder", sorted(p.name for p in rke2.iterdir()) if rke2.is_dir() else None)
-    assert missing == [], f"{site.root}: the site must hold rke2/vars.yml and rke2/gpu-operator.helmchart.yaml; missing {missing}"
-    assert nested == [], (
+    require(
+        missing == [],
+        f"{site.root}: the site must hold rke2/vars.yml and rke2/gpu-operator.helmchart.yaml; missing {missing}",
+    )
+    require(nested == [], (
         f"{rke2}: ADR 0001 §5 keeps one flat rke2/ folder per site (GPU is node metadata, not a folder); "
         f"found nested folders {nested}"
-    )
+    ))
 
 
 @pytest.mark.rule("ADR-0001.site-layout")
@@ -63,12 +67,15 @@ def test_no_kubeconfig_or_token_is_committed(site: Any, evidence: Any) -> None:
         {"git_repo": toplevel.stdout.strip() if in_git else None, "present": present, "tracked": tracked,
          "present_not_ignored": unignored, "tracked_with_secret_content": leaking},
     )
-    assert tracked == [], f"{root}: kubeconfig/token files are tracked by git: {tracked}; remove them (git rm --cached) and keep them ignored"
-    assert leaking == [], f"{root}: tracked files hold a client key, join token or private key: {leaking}"
-    assert unignored == [], (
+    require(
+        tracked == [],
+        f"{root}: kubeconfig/token files are tracked by git: {tracked}; remove them (git rm --cached) and keep them ignored",
+    )
+    require(leaking == [], f"{root}: tracked files hold a client key, join token or private key: {leaking}")
+    require(unignored == [], (
         f"{root}: kubeconfig/token files present but not ignored by git (they would be committed): {unignored}"
         + ("" if in_git else " (the site is not in a git repository, so nothing proves they stay local)")
-    )
+    ))
 
 
 def _model_names(values: dict[str, str]) -> dict[str, str]:
@@ -84,12 +91,15 @@ def test_cluster_target_and_context_names_carry_no_model_name(site: Any, evidenc
     }
     evidence.record("names", names)
     offending = _model_names(names)
-    assert offending == {}, (
+    require(offending == {}, (
         f"{site.root}/rke2/vars.yml: names must be role-based (gpu-01), the model is node-label or inventory "
         f"metadata only; model names found in {offending}"
-    )
+    ))
     target = names["rke2_target_name"]
-    assert ROLE_ALIAS.match(target), f"{site.root}/rke2/vars.yml: rke2_target_name {target!r} is not a role alias like gpu-01"
+    require(
+        ROLE_ALIAS.match(target),
+        f"{site.root}/rke2/vars.yml: rke2_target_name {target!r} is not a role alias like gpu-01",
+    )
 
 
 @pytest.mark.rule("ADR-0001.role-alias")
@@ -98,5 +108,11 @@ def test_inventory_aliases_are_role_based(site: Any, evidence: Any) -> None:
     evidence.record("inventory aliases", {spec.name: spec.address for spec in site.hosts})
     offending = _model_names({f"inventory alias {a}": a for a in aliases})
     not_role = [a for a in aliases if not ROLE_ALIAS.match(a)]
-    assert offending == {}, f"{site.root}/inventory.yml: aliases must not name the model (use dgxspark_model metadata): {offending}"
-    assert not_role == [], f"{site.root}/inventory.yml: aliases must be role-based like gpu-01, gpu-02; got {not_role}"
+    require(
+        offending == {},
+        f"{site.root}/inventory.yml: aliases must not name the model (use dgxspark_model metadata): {offending}",
+    )
+    require(
+        not_role == [],
+        f"{site.root}/inventory.yml: aliases must be role-based like gpu-01, gpu-02; got {not_role}",
+    )

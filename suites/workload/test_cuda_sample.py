@@ -12,6 +12,7 @@ from kubernetes.client.exceptions import ApiException
 
 from pytest_dgxspark.connections import transient
 from pytest_dgxspark.parsing import node_taints
+from pytest_dgxspark.checking import require
 
 TERMINAL = ("Succeeded", "Failed")
 
@@ -131,9 +132,9 @@ def test_cuda_sample_pod_passes_on_every_gpu_node(
     gpu_nodes: list[Any], site: Any, cluster: Any, cuda_namespace: Any, cuda_timeout_s: int, evidence: Any
 ) -> None:
     nodes = [g for g in gpu_nodes if g.node is not None]
-    assert gpu_nodes and nodes == gpu_nodes, (
+    require(gpu_nodes and nodes == gpu_nodes, (
         f"{cluster.where}: every GPU host needs a Node to run the CUDA sample on; missing {[g.spec.name for g in gpu_nodes if g.node is None] or 'all (no GPU host)'}"
-    )
+    ))
     image = site.cuda_sample_image
     pods = {f"cuda-vectoradd-{i}": g for i, g in enumerate(nodes)}
     evidence.record("CUDA sample", {"image": image, "namespace": cuda_namespace.name, "timeout_s": cuda_timeout_s,
@@ -154,9 +155,9 @@ def test_cuda_sample_pod_passes_on_every_gpu_node(
     finally:
         cuda_namespace.delete()
     failed = {r["node"]: why_not_passed(r) for r in results.values() if not r["passed"]}
-    assert failed == {}, (
+    require(failed == {}, (
         f"{cluster.where}: the CUDA sample ({image}) did not print 'Test PASSED' within {cuda_timeout_s} s: {failed}"
-    )
+    ))
 
 
 def create_pod(cluster: Any, namespace: str, body: dict[str, Any]) -> None:
