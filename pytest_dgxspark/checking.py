@@ -19,6 +19,11 @@ def require(condition: object, message: str) -> None:
         pytest.fail(message, pytrace=False)
 
 
+def finding(message: str) -> NoReturn:
+    """The check fails with `message`: what must hold, what was observed where, and the fix."""
+    pytest.fail(message, pytrace=False)
+
+
 def unreadable(message: str, target: str | None = None) -> NoReturn:
     """Evidence that was read but cannot be understood (unparsable output, a missing input) is no finding: the
     check ends as `error` with `message`, and the run cannot be ACCEPTED on it."""

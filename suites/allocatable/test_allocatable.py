@@ -9,7 +9,7 @@ import pytest
 from pytest_dgxspark import not_applicable
 from pytest_dgxspark.connections import HostTarget, timed_out
 from pytest_dgxspark.parsing import parse_nvidia_smi_list
-from pytest_dgxspark.checking import require
+from pytest_dgxspark.checking import require, unreadable
 
 SMI_LIST = "nvidia-smi -L"
 
@@ -28,9 +28,14 @@ def test_node_exposes_the_hosts_gpus(host_target: HostTarget, host_node: dict[st
     expected = sum(per_gpu) * (int(replicas) if replicas.isdigit() and int(replicas) > 0 else 1)
     evidence.record("nvidia.com/gpu", {"capacity": capacity, "allocatable": allocatable, "host nvidia-smi -L": listing.stdout,
                                        "host GPUs": len(gpus), "replicas": replicas, "expected": expected})
-    require(not timed_out(listing) and listing.rc == 0 and gpus, (
-        f"{host_target.where}: nvidia-smi -L lists no GPU ({listing.rc}): {listing.stderr.strip()[-200:]}"
+    require(not timed_out(listing), f"{host_target.where}: nvidia-smi -L did not answer within 30 s (killed on the host)")
+    require(listing.rc == 0, (
+        f"{host_target.where}: nvidia-smi -L exited {listing.rc}: {(listing.stderr or listing.stdout).strip()[-200:]}"
     ))
+    if not gpus and listing.stdout.strip():
+        unreadable(f"{host_target.where}: nvidia-smi -L printed no 'GPU <n>: <name> (UUID: ...)' line: "
+                   f"{listing.stdout.strip()[:200]!r}")
+    require(gpus, f"{host_target.where}: nvidia-smi -L lists no GPU on the host")
     require(capacity.isdigit() and int(capacity) >= 1, (
         f"{host_target.where}: Node {host_node['metadata']['name']} capacity nvidia.com/gpu is {capacity!r}: the device "
         "plugin has not registered the GPU (do not reinstall RKE2; check the device plugin, toolkit and driver)"

@@ -19,9 +19,8 @@ class OperatorPods:
         found = []
         for pod in self.pods:
             owners = (pod["metadata"].get("ownerReferences") or [])
+            # only the DaemonSet's own pods: a look-alike pod without owner is not the operator's component
             owned = any(o.get("kind") == "DaemonSet" and o.get("name") == name for o in owners)
-            if not owned and not owners and pod["metadata"]["name"].startswith(name + "-"):
-                owned = True  # tolerate pods listed without owner references
             if owned and (node is None or (pod.get("spec") or {}).get("nodeName") == node):
                 found.append(pod)
         return found

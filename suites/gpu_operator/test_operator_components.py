@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from pytest_dgxspark.podstate import pod_story
 from pytest_dgxspark.parsing import clusterpolicy_readiness, dig, pod_summary
 from pytest_dgxspark.checking import require
 
@@ -31,28 +32,35 @@ def _policy_states_not_ready(cluster: Any) -> dict[str, list[str]]:
 
 @pytest.mark.rule("ADR-0002.operator-components")
 def test_operands_are_ready_on_every_gpu_node(
-    gpu_nodes: list[Any], operator_pods: Any, site_values: dict[str, Any], evidence: Any, cluster: Any
+    gpu_nodes: list[Any], operator_pods: Any, operator_namespace: str, site_values: dict[str, Any], evidence: Any,
+    cluster: Any,
 ) -> None:
-    wanted = [ds for ds, key in COMPONENTS.items() if key is None or dig(site_values, key, True) is not False]
+    require(gpu_nodes, "the inventory names no GPU host (dgxspark_gpu: true)")
     missing_nodes = [g.spec.name for g in gpu_nodes if g.node is None]
-    problems: dict[str, list[str]] = {}
+    require(missing_nodes == [], f"{cluster.where}: GPU hosts without a Node: {', '.join(missing_nodes)}")
+    wanted = [ds for ds, key in COMPONENTS.items() if key is None or dig(site_values, key, True) is not False]
+    problems: list[str] = []
     seen: dict[str, dict[str, Any]] = {}
-    for gpu in (g for g in gpu_nodes if g.node is not None):
+    stories: list[dict[str, Any]] = []
+    for gpu in gpu_nodes:
         for ds in wanted:
             pods = operator_pods.of_daemonset(ds, gpu.name)
             seen.setdefault(gpu.name, {})[ds] = [pod_summary(p) for p in pods]
-            if not operator_pods.ready(pods):
-                problems.setdefault(gpu.name, []).append(
-                    f"{ds}: " + (", ".join(f"{p['name']} {p['phase']} {p['waiting']}" for p in seen[gpu.name][ds]) or "no pod")
-                )
+            if not pods:
+                problems.append(f"on {gpu.name}: no {ds} pod")
+            elif not operator_pods.ready(pods):
+                events = cluster.list("events", namespace=operator_namespace)
+                for pod in pods:
+                    story = pod_story(cluster, pod, events)
+                    stories.append(story.as_evidence())
+                    problems.append(f"on {gpu.name}: {story.summary()}")
     policy_states = _policy_states_not_ready(cluster)
     evidence.record("operands per GPU node", seen)
+    evidence.record("operand pods not Ready (container states, logs current and previous, events)", stories)
     evidence.record("ClusterPolicy states not ready", policy_states)
-    require(gpu_nodes, "the inventory names no GPU host (dgxspark_gpu: true)")
-    require(missing_nodes == [], f"{cluster.where}: GPU hosts without a Node: {missing_nodes}")
-    require(problems == {}, (
-        f"{cluster.where}: operand pods not Ready on GPU nodes: {problems}"
-        + (f"; ClusterPolicy states not ready: {policy_states}" if policy_states else "")
+    require(problems == [], (
+        f"{cluster.where}: GPU Operator operands not Ready in {operator_namespace}: " + " | ".join(problems)
+        + "".join(f"; ClusterPolicy {name} says not ready: {', '.join(states)}" for name, states in policy_states.items())
     ))
 
 
@@ -63,12 +71,12 @@ def test_clusterpolicy_is_reconciled(cluster: Any, evidence: Any) -> None:
     evidence.record("ClusterPolicy status", {name: {"state": r.state, "reason": r.reason, "message": r.message}
                                              for name, r in states.items()})
     require(policies, f"{cluster.where}: no ClusterPolicy (nvidia.com/v1) to say whether the operands are ready")
-    not_ready = {
-        name: f"state {r.state!r}, reason {r.reason!r}"
-        + (f", operands not ready: {list(r.states_not_ready)}" if r.states_not_ready else f": {r.message}")
+    not_ready = [
+        f"ClusterPolicy {name} is {r.state or 'without state'} ({r.reason or 'no reason'})"
+        + (f", operands not ready: {', '.join(r.states_not_ready)}" if r.states_not_ready else f": {r.message}")
         for name, r in states.items() if not r.ready
-    }
-    require(not_ready == {}, (
-        f"{cluster.where}: ClusterPolicy is not ready/Reconciled ('ClusterPolicy is ready as all resources have been "
-        f"successfully reconciled' is the operator's success): {not_ready}"
+    ]
+    require(not_ready == [], (
+        f"{cluster.where}: " + "; ".join(not_ready) + " (the operator's success is 'ClusterPolicy is ready as all "
+        "resources have been successfully reconciled')"
     ))

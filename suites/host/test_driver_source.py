@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -25,51 +26,94 @@ def _driver_pods(cluster: Any, namespace: str, node: str) -> list[dict[str, Any]
     ]
 
 
+@dataclass(frozen=True)
+class DriverSources:
+    """Where a GPU node's driver can come from: the host's own install and the operator's driver pods."""
+
+    node: str
+    module_file: str | None
+    host_smi: str | None
+    driver_enabled: bool
+    label: str | None
+    processed: tuple[str, ...]
+    driver_pods: tuple[str, ...]
+    running_pods: tuple[str, ...]
+
+    @property
+    def preinstalled(self) -> bool:
+        return bool(self.module_file and self.host_smi)
+
+
+def driver_sources(host_target: HostTarget, host_node: dict[str, Any], cluster: Any, site_values: dict[str, Any],
+                   operator_namespace: str, evidence: Any) -> DriverSources:
+    if not host_target.spec.gpu:
+        not_applicable(f"{host_target.name} is not a GPU host (dgxspark_gpu: false)")
+    probe = host_target.cached(HOST_DRIVER_PROBE)
+    evidence.record(f"{host_target.name}: {HOST_DRIVER_PROBE}", {"exit_status": probe.rc, "stdout": probe.stdout})
+    lines = [line.strip() for line in probe.stdout.splitlines() if line.strip()]
+    labels = host_node["metadata"].get("labels") or {}
+    pods = _driver_pods(cluster, operator_namespace, host_node["metadata"]["name"])
+    # The operator labels a GPU node with nvidia.com/gpu.deploy.<operand> once it manages it; until then (e.g.
+    # ClusterPolicy NoGPUNodes) k8s-driver-manager has not run there and cannot have set the driver label.
+    found = DriverSources(
+        node=host_node["metadata"]["name"],
+        module_file=next((ln for ln in lines if ln.startswith(("/lib/modules/", "/usr/lib/modules/"))), None),
+        host_smi=next((ln for ln in lines if ln.endswith("/nvidia-smi") and not ln.startswith("/run/nvidia")), None),
+        driver_enabled=dig(site_values, "driver.enabled", True) is not False,
+        label=labels.get(DRIVER_LABEL),
+        processed=tuple(sorted(k for k in labels if k.startswith(DEPLOY_PREFIX) and k != DRIVER_LABEL)),
+        driver_pods=tuple(p["metadata"]["name"] for p in pods),
+        running_pods=tuple(p["metadata"]["name"] for p in pods if (p.get("status") or {}).get("phase") == "Running"),
+    )
+    validation = host_target.cached("cat /run/nvidia/validations/driver-ready 2>/dev/null || true")
+    evidence.record("driver source", {
+        "host_driver_preinstalled": found.preinstalled, "host_nvidia_smi": found.host_smi,
+        "host_module": found.module_file, "helm driver.enabled": found.driver_enabled, DRIVER_LABEL: found.label,
+        "operator processed the node (nvidia.com/gpu.deploy.* labels)": list(found.processed),
+        "driver_pods_on_node": [pod_summary(p) for p in pods],
+        "validations/driver-ready": validation.stdout.strip() or None,
+    })
+    return found
+
+
 @pytest.mark.rule("ADR-0002.driver-source")
 def test_exactly_one_driver_source(
     host_target: HostTarget, host_node: dict[str, Any], cluster: Any, site_values: dict[str, Any],
     operator_namespace: str, evidence: Any,
 ) -> None:
-    if not host_target.spec.gpu:
-        not_applicable(f"{host_target.name} is not a GPU host (dgxspark_gpu: false)")
-    probe = evidence.command(host_target, HOST_DRIVER_PROBE)
-    lines = [line.strip() for line in probe.stdout.splitlines() if line.strip()]
-    module_file = next((line for line in lines if line.startswith(("/lib/modules/", "/usr/lib/modules/"))), None)
-    host_smi = next((line for line in lines if line.endswith("/nvidia-smi") and not line.startswith("/run/nvidia")), None)
-    preinstalled = bool(module_file and host_smi)
-    driver_enabled = dig(site_values, "driver.enabled", True) is not False
-    node_name = host_node["metadata"]["name"]
-    labels = host_node["metadata"].get("labels") or {}
-    label = labels.get(DRIVER_LABEL)
-    # The operator labels a GPU node with nvidia.com/gpu.deploy.<operand> once it manages it; until then (e.g.
-    # ClusterPolicy NoGPUNodes) k8s-driver-manager has not run there and cannot have set the driver label.
-    processed = sorted(k for k in labels if k.startswith(DEPLOY_PREFIX) and k != DRIVER_LABEL)
-    driver_pods = _driver_pods(cluster, operator_namespace, node_name)
-    validation = host_target.run("cat /run/nvidia/validations/driver-ready 2>/dev/null || true")
-    evidence.record("driver source", {
-        "host_driver_preinstalled": preinstalled, "host_nvidia_smi": host_smi, "host_module": module_file,
-        "helm driver.enabled": driver_enabled, DRIVER_LABEL: label,
-        "operator processed the node": processed or "no: no nvidia.com/gpu.deploy.* label (only the host side is judged)",
-        "driver_pods_on_node": [pod_summary(p) for p in driver_pods],
-        "validations/driver-ready": validation.stdout.strip() or None,
-    })
-    if preinstalled:
-        require(driver_pods == [], (
-            f"{host_target.where}: two drivers: the host driver ({module_file}) and driver pod(s) "
-            f"{[p['metadata']['name'] for p in driver_pods]} on node {node_name}; with a pre-installed driver "
-            f"k8s-driver-manager must label the node {DRIVER_LABEL}=pre-installed"
+    found = driver_sources(host_target, host_node, cluster, site_values, operator_namespace, evidence)
+    if found.preinstalled:
+        require(not found.driver_pods, (
+            f"{host_target.where}: two drivers: the host driver ({found.module_file}) and driver pod(s) "
+            f"{', '.join(found.driver_pods)} on node {found.node}; with a pre-installed driver k8s-driver-manager must "
+            f"label the node {DRIVER_LABEL}=pre-installed (or set driver.enabled=false in the site HelmChart)"
         ))
-        if driver_enabled and processed:
-            require(label == "pre-installed", (
-                f"{host_target.where}: driver.enabled=true with a preinstalled host driver needs node {node_name} "
-                f"labelled {DRIVER_LABEL}=pre-installed by k8s-driver-manager; it is {label!r}"
-            ))
     else:
-        require(driver_enabled, (
-            f"{host_target.where}: no driver: the host has none (nvidia-smi {host_smi!r}, module {module_file!r}) "
-            "and the site HelmChart sets driver.enabled=false"
+        require(found.driver_enabled, (
+            f"{host_target.where}: no driver: the host has none (nvidia-smi {found.host_smi or 'not found'}, kernel "
+            f"module {found.module_file or 'not found'}) and the site HelmChart sets driver.enabled=false"
         ))
-        running = [p for p in driver_pods if (p.get("status") or {}).get("phase") == "Running"]
-        require(running, (
-            f"{host_target.where}: no driver: the host has none and no nvidia-driver-daemonset pod runs on node {node_name}"
+        require(found.running_pods, (
+            f"{host_target.where}: no driver: the host has none and no nvidia-driver-daemonset pod runs on node "
+            f"{found.node} ({', '.join(found.driver_pods) or 'no driver pod'})"
         ))
+
+
+@pytest.mark.rule("ADR-0002.driver-source")
+def test_operator_driver_label_names_the_driver_source(
+    host_target: HostTarget, host_node: dict[str, Any], cluster: Any, site_values: dict[str, Any],
+    operator_namespace: str, evidence: Any,
+) -> None:
+    found = driver_sources(host_target, host_node, cluster, site_values, operator_namespace, evidence)
+    if not found.driver_enabled:
+        not_applicable(f"driver.enabled=false in the site HelmChart: the GPU Operator manages no driver on {found.node}, "
+                       f"so it sets no {DRIVER_LABEL} label to judge")
+    if not found.processed:
+        not_applicable(f"the GPU Operator has not processed node {found.node} (no {DEPLOY_PREFIX}* label), so "
+                       f"k8s-driver-manager has not set {DRIVER_LABEL} yet; operator-running judges why")
+    want = "pre-installed" if found.preinstalled else "true"
+    source = "the host's pre-installed driver" if found.preinstalled else "the operator's driver container"
+    require(found.label == want, (
+        f"{host_target.where}: node {found.node} is labelled {DRIVER_LABEL}={found.label or '(unset)'}, but the driver "
+        f"source is {source}: k8s-driver-manager must label it {want}"
+    ))

@@ -10,11 +10,13 @@ from pytest_dgxspark import not_applicable
 from pytest_dgxspark.connections import HostTarget, timed_out
 from pytest_dgxspark.parsing import module_loaded, parse_nvidia_smi_csv, parse_proc_driver_version
 from pytest_dgxspark.provenance import DRIVER_VERSION_FILE, SMI_HEADER
-from pytest_dgxspark.checking import require
+from pytest_dgxspark.checking import finding, require, unreadable
 
 SMI_QUERY = "nvidia-smi --query-gpu=index,name,driver_version,pci.bus_id,memory.total --format=csv"
 PROC_GPUS = "ls -1 /proc/driver/nvidia/gpus 2>/dev/null; true"
 SMI_NVML_NOT_FOUND = 12
+SMI_NOT_INSTALLED = 127  # the shell's "command not found", not an nvidia-smi exit status
+KERNEL_LOG_NVRM = "{ dmesg 2>/dev/null || journalctl -k --no-pager 2>/dev/null; } | grep -F 'NVRM' | tail -n 20; true"
 # nvidia-smi(1) RETURN VALUE
 SMI_EXIT_CODES = {
     2: "a supplied argument or flag is invalid", 3: "the requested operation is not available on the target device",
@@ -61,17 +63,27 @@ def test_driver_version_file_shows_the_right_flavour(host_target: HostTarget, ev
     evidence.record(DRIVER_VERSION_FILE, {"exit_status": result.rc, "stdout": result.stdout, "stderr": result.stderr})
     require(result.rc == 0, f"{host_target.where}: /proc/driver/nvidia/version is missing: no NVIDIA driver is loaded")
     driver = parse_proc_driver_version(result.stdout)
-    require(
-        driver is not None,
-        f"{host_target.where}: /proc/driver/nvidia/version is not an NVRM version line: {result.stdout[:200]!r}",
-    )
+    if driver is None:
+        unreadable(f"{host_target.where}: /proc/driver/nvidia/version is not an NVRM version line: {result.stdout[:200]!r}")
     evidence.record("driver", {"version": driver.version, "flavour": driver.flavour, "arch": driver.arch})
     models = evidence.command(host_target, GPU_MODELS).stdout
-    if _needs_open_modules(host_target, models):
-        require(driver.flavour == "open", (
+    needs_open = _needs_open_modules(host_target, models)
+    evidence.record("needs the open kernel modules (Blackwell/GB10)", needs_open)
+    if needs_open and driver.flavour != "open":
+        seen = rm_init_failures(host_target, evidence)
+        finding((
             f"{host_target.where}: GB10 needs the OPEN kernel modules (nvidia-driver-580-open); loaded is the "
-            f"{driver.flavour} module {driver.version} (RmInitAdapter failed, nvidia-smi hangs)"
+            f"{driver.flavour} module {driver.version}"
+            + (f"; the kernel log shows {seen[-1]!r}" if seen else "")
+            + "; install nvidia-driver-580-open and reboot"
         ))
+
+
+def rm_init_failures(host_target: HostTarget, evidence: Any) -> list[str]:
+    """NVRM lines of the kernel log saying the driver could not initialise the GPU (RmInitAdapter failed)."""
+    log = evidence.command(host_target, KERNEL_LOG_NVRM)
+    # from NVRM on: dmesg's [seconds] and journalctl's date/host prefixes vary
+    return [line[line.index("NVRM"):].strip() for line in log.stdout.splitlines() if "RmInitAdapter failed" in line]
 
 
 @pytest.mark.rule("ADR-0002.host-driver")
@@ -79,10 +91,13 @@ def test_nvidia_smi_answers_in_time(host_target: HostTarget, smi_timeout_s: int,
     if not host_target.spec.gpu:
         not_applicable(f"{host_target.name} is not a GPU host (dgxspark_gpu: false)")
     result = evidence.command(host_target, SMI_QUERY, timeout=smi_timeout_s)
-    require(not timed_out(result), (
-        f"{host_target.where}: nvidia-smi did not answer within {smi_timeout_s} s (a hung driver; on GB10 the "
-        "proprietary module hangs it): check dmesg for RmInitAdapter"
-    ))
+    if timed_out(result):
+        seen = rm_init_failures(host_target, evidence)
+        finding((
+            f"{host_target.where}: nvidia-smi did not answer within {smi_timeout_s} s (killed on the host)"
+            + (f"; the kernel log shows {seen[-1]!r}: the driver could not initialise the GPU" if seen
+               else "; the kernel log shows no RmInitAdapter failure: look at dmesg and nvidia-persistenced")
+        ))
     output = (result.stdout + result.stderr).strip()
     if result.rc == SMI_NVML_NOT_FOUND:
         # nvidia-smi(1): 12 = "NVML Shared Library couldn't be found or loaded": the library, not the kernel driver,
@@ -95,6 +110,10 @@ def test_nvidia_smi_answers_in_time(host_target: HostTarget, smi_timeout_s: int,
             "/proc/driver/nvidia/gpus"
         ))
     else:
+        require(result.rc != SMI_NOT_INSTALLED, (
+            f"{host_target.where}: nvidia-smi is not installed (exit 127, command not found): {output[-200:]}; install "
+            "the driver's utilities (nvidia-utils-580 with nvidia-driver-580-open on DGX OS)"
+        ))
         meaning = SMI_EXIT_CODES.get(result.rc, "not a documented nvidia-smi exit status")
         require(result.rc == 0, f"{host_target.where}: nvidia-smi exited {result.rc} ({meaning}): {output[-400:]}")
         rows = parse_nvidia_smi_csv(result.stdout)

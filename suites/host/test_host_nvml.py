@@ -10,9 +10,10 @@ import pytest
 from pytest_dgxspark import not_applicable
 from pytest_dgxspark.connections import HostTarget, timed_out
 from pytest_dgxspark.parsing import ldconfig_has, nvml_probe_result
-from pytest_dgxspark.checking import require
+from pytest_dgxspark.checking import require, unreadable
 
 NVML_NOT_SUPPORTED = 3
+PYTHON_NOT_INSTALLED = 127
 NVML_TIMEOUT_S = 30
 NVML_PROBE = r"""
 import ctypes, json
@@ -60,6 +61,9 @@ def test_libnvidia_ml_resolves(host_target: HostTarget, evidence: Any) -> None:
     if not host_target.spec.gpu:
         not_applicable(f"{host_target.name} is not a GPU host (dgxspark_gpu: false)")
     result = evidence.command(host_target, "/sbin/ldconfig -p 2>/dev/null || ldconfig -p")
+    if result.rc != 0:
+        unreadable(f"{host_target.where}: `ldconfig -p` exited {result.rc} ({result.stderr.strip()[-200:]}): the "
+                   "linker cache that says where libnvidia-ml.so.1 is cannot be read")
     paths = ldconfig_has(result.stdout)
     evidence.record("libnvidia-ml.so.1", paths)
     require(
@@ -74,12 +78,21 @@ def test_nvml_initialises_and_counts_gpus(host_target: HostTarget, evidence: Any
         not_applicable(f"{host_target.name} is not a GPU host (dgxspark_gpu: false)")
     result = host_target.cached(NVML_COMMAND, timeout=NVML_TIMEOUT_S)
     evidence.record("NVML probe", {"exit_status": result.rc, "stdout": result.stdout[-2000:], "stderr": result.stderr[-2000:]})
-    require(not timed_out(result), f"{host_target.where}: NVML did not answer within {NVML_TIMEOUT_S} s (hung driver)")
-    require(
-        result.rc == 0,
-        f"{host_target.where}: the NVML probe (python3 + ctypes) exited {result.rc}: {result.stderr.strip()[-300:]}",
-    )
-    probe = nvml_probe_result(result.stdout)
+    require(not timed_out(result), (
+        f"{host_target.where}: nvmlInit_v2 and the device queries did not return within {NVML_TIMEOUT_S} s (killed on "
+        "the host): the driver does not answer NVML; look at dmesg for NVRM errors"
+    ))
+    if result.rc == PYTHON_NOT_INSTALLED:
+        unreadable(f"{host_target.where}: python3 is not installed (exit 127), so the NVML probe (python3 + ctypes) "
+                   "cannot run; NVML initialisation is not verifiable on this host")
+    require(result.rc == 0, (
+        f"{host_target.where}: the NVML probe (python3 + ctypes) crashed with exit {result.rc} while calling NVML: "
+        f"{result.stderr.strip()[-300:]}"
+    ))
+    try:
+        probe = nvml_probe_result(result.stdout)
+    except ValueError as error:
+        unreadable(f"{host_target.where}: {error}")
     require(
         "load_error" not in probe,
         f"{host_target.where}: libnvidia-ml.so.1 cannot be loaded: {probe.get('load_error')}",
@@ -96,7 +109,9 @@ def test_nvml_initialises_and_counts_gpus(host_target: HostTarget, evidence: Any
         if device.get("memory_rc") == NVML_NOT_SUPPORTED:
             evidence.record(f"GPU {device['index']} memory", "not applicable on unified memory (NVML_ERROR_NOT_SUPPORTED)")
     broken = [d for d in devices if d.get("memory_rc") not in (0, NVML_NOT_SUPPORTED) or d.get("name_rc") != 0]
-    require(broken == [], f"{host_target.where}: NVML device queries failed: {broken}")
+    require(broken == [], f"{host_target.where}: NVML device queries failed: " + "; ".join(
+        f"GPU {d.get('index')}: nvmlDeviceGetName rc {d.get('name_rc')}, nvmlDeviceGetMemoryInfo rc {d.get('memory_rc')}"
+        + (f" ({d['memory_error']})" if d.get("memory_error") else "") for d in broken))
     expected = host_target.spec.vars.get("dgxspark_gpu_product")
     names = [d.get("name") for d in devices]
     evidence.record("NVML", {"driver": probe.get("driver"), "count": probe.get("count"), "names": names})

@@ -1,26 +1,50 @@
-"""RKE2 layer (informational): the hardening options the RKE2 config sets, recorded for the audit (ADR 0001 §6-2)."""
+"""RKE2 layer (informational): the hardening options the RKE2 config sets and the running API server uses, recorded
+for the audit (ADR 0001 §6-2). Nothing is judged: the rule is `recorded`, never `passed`."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
 
+from pytest_dgxspark.checking import unreadable
 from pytest_dgxspark.connections import HostTarget
-from pytest_dgxspark.checking import require
+from pytest_dgxspark.parsing import split_cmdline
 
 HARDENING_KEYS = (
     "profile", "secrets-encryption", "selinux", "protect-kernel-defaults", "pod-security-admission-config-file",
     "kube-apiserver-arg", "kubelet-arg", "audit-policy-file", "write-kubeconfig-mode",
 )
+# kube-apiserver flags the RKE2 CIS hardening guide sets or checks
+APISERVER_FLAGS = ("anonymous-auth", "encryption-provider-config", "audit-log-path", "audit-policy-file",
+                   "admission-control-config-file", "enable-admission-plugins", "profiling", "kubelet-certificate-authority",
+                   "tls-min-version", "tls-cipher-suites", "service-account-lookup")
+APISERVER_CMDLINE = "pid=$(pgrep -o -x kube-apiserver) && cat /proc/$pid/cmdline"
+
+
+def apiserver_flags(cmdline: str) -> dict[str, str]:
+    """The hardening flags of a kube-apiserver command line (`--flag=value` or `--flag value`)."""
+    found = {}
+    for name in APISERVER_FLAGS:
+        match = re.search(rf"--{name}(?:=|\s+)(\S+)", cmdline)
+        if match:
+            found[name] = match.group(1)
+    return found
 
 
 @pytest.mark.rule("ADR-0001.hardening-baseline")
 def test_hardening_options_are_recorded(host_target: HostTarget, rke2_config: Any, evidence: Any) -> None:
-    require(rke2_config.error is None, rke2_config.error)
+    if rke2_config.error is not None:
+        unreadable(f"{rke2_config.error}: the hardening baseline cannot be recorded")
     config = rke2_config.merged
-    baseline = {key: config.get(key) for key in HARDENING_KEYS}
-    baseline["cis_profile"] = config.get("profile") or "none"
+    baseline: dict[str, Any] = {key: config.get(key) for key in HARDENING_KEYS}
+    baseline["cis_profile"] = config.get("profile") or "none (RKE2 runs without a CIS profile)"
     psa = host_target.run("cat /etc/rancher/rke2/rke2-pss.yaml 2>/dev/null || true")
     baseline["pod_security_config"] = psa.stdout.strip() or None
+    if host_target.spec.role == "server":
+        proc = host_target.cached(APISERVER_CMDLINE)
+        baseline["kube-apiserver (running) hardening flags"] = (
+            apiserver_flags(split_cmdline(proc.stdout)) if proc.rc == 0 else "no kube-apiserver process found"
+        )
     evidence.record("hardening baseline", baseline)

@@ -6,25 +6,47 @@ from typing import Any
 
 import pytest
 
+from pytest_dgxspark.checking import require, unreadable
 from pytest_dgxspark.connections import HostTarget
-from pytest_dgxspark.checking import require
+
+PROPERTIES = "LoadState,ActiveState,SubState,UnitFileState,ActiveEnterTimestamp"
+NOT_INSTALLED = 127
+
+
+def unit_state(host_target: HostTarget, evidence: Any, unit: str) -> dict[str, str]:
+    """systemd's own view of a unit (`systemctl show`): LoadState not-found means the unit does not exist."""
+    shown = evidence.command(host_target, f"systemctl show -p {PROPERTIES} {unit}.service")
+    require(shown.rc != NOT_INSTALLED, (
+        f"{host_target.where}: systemctl is not installed (exit 127): {host_target.name} is not a systemd host, so "
+        f"RKE2's {unit}.service cannot run there"
+    ))
+    state = dict(line.split("=", 1) for line in shown.stdout.splitlines() if "=" in line)
+    if shown.rc != 0 or "LoadState" not in state:
+        unreadable(f"{host_target.where}: `systemctl show {unit}.service` exited {shown.rc} without a LoadState: "
+                   f"{(shown.stderr or shown.stdout).strip()[-300:]!r}")
+    return state
 
 
 @pytest.mark.rule("ADR-0001.rke2-service")
 def test_rke2_unit_of_the_role_is_enabled_and_active(host_target: HostTarget, evidence: Any) -> None:
-    unit = f"rke2-{host_target.spec.role}"
-    other = "rke2-agent" if host_target.spec.role == "server" else "rke2-server"
-    evidence.command(host_target, f"systemctl show -p ActiveState,SubState,UnitFileState,ActiveEnterTimestamp {unit}")
-    service = host_target.host.service(unit)
-    enabled, running = service.is_enabled, service.is_running
-    other_running = host_target.host.service(other).is_running
-    evidence.record("units", {unit: {"enabled": enabled, "active": running}, other: {"active": other_running}})
-    require(
-        running,
-        f"{host_target.where}: {unit} is not active (role {host_target.spec.role}); see journalctl -u {unit}",
-    )
-    require(enabled, f"{host_target.where}: {unit} is active but not enabled: it will not come back after a reboot")
-    require(
-        not other_running,
-        f"{host_target.where}: {other} is active too; a {host_target.spec.role} runs only {unit}",
-    )
+    role = host_target.spec.role
+    unit = f"rke2-{role}"
+    other = "rke2-agent" if role == "server" else "rke2-server"
+    mine, theirs = unit_state(host_target, evidence, unit), unit_state(host_target, evidence, other)
+    evidence.record("units", {f"{unit}.service": mine, f"{other}.service": theirs})
+    require(mine.get("LoadState") != "not-found", (
+        f"{unit}.service does not exist on {host_target.where}: RKE2 is not installed for role {role}; "
+        f"run make rke2/{role}/install"
+    ))
+    active, sub = mine.get("ActiveState", ""), mine.get("SubState", "")
+    require(active == "active", (
+        f"{host_target.where}: {unit}.service is {active} ({sub}), not active (role {role}); see journalctl -u {unit}"
+    ))
+    enabled = mine.get("UnitFileState", "")
+    require(enabled == "enabled", (
+        f"{host_target.where}: {unit}.service is active but {enabled or 'has no unit file state'}, not enabled: it will "
+        f"not come back after a reboot; run systemctl enable {unit}"
+    ))
+    require(theirs.get("ActiveState") != "active", (
+        f"{host_target.where}: {other}.service is active too; a {role} runs only {unit}.service"
+    ))

@@ -9,10 +9,13 @@ from typing import Any
 
 import pytest
 
+from pytest_dgxspark.checking import unreadable
 from pytest_dgxspark.parsing import kubelet_runtime_endpoint, split_cmdline
 
 DEFAULT_CONFIG_DIR = "/var/lib/rancher/rke2/agent/etc/kubelet.conf.d"
 KUBELET_CMDLINE = "pid=$(pgrep -o -x kubelet) && cat /proc/$pid/cmdline"
+# kubelet --container-runtime-endpoint default (Kubernetes >= 1.27): what a kubelet uses when nothing sets it
+KUBELET_DEFAULT_ENDPOINT = "unix:///run/containerd/containerd.sock"
 
 
 @dataclass(frozen=True)
@@ -23,6 +26,17 @@ class KubeletInfo:
     cmdline: str
     config_files: tuple[str, ...]
     endpoint: str | None
+
+    @property
+    def effective_endpoint(self) -> str:
+        """The endpoint the running kubelet dials: its flag or config, else the kubelet's own default."""
+        return self.endpoint or KUBELET_DEFAULT_ENDPOINT
+
+    def require_running(self, where: str) -> None:
+        """Without a kubelet process its runtime endpoint cannot be observed: that is no finding, the check errors."""
+        if not self.running:
+            unreadable(f"{where}: no kubelet process (pgrep -x kubelet), so the runtime endpoint the kubelet uses "
+                       "cannot be observed; runtime-rke2-containerd judges the missing kubelet")
 
 
 def _flag(cmdline: str, name: str) -> str | None:

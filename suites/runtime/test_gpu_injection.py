@@ -9,7 +9,7 @@ import pytest
 from pytest_dgxspark import not_applicable
 from pytest_dgxspark.connections import HostTarget
 from pytest_dgxspark.parsing import dig, parse_containerd_config, parse_runtime_version, pod_ready, pod_summary
-from pytest_dgxspark.checking import require
+from pytest_dgxspark.checking import require, unreadable
 
 # CDI specs declaring NVIDIA device kinds: the toolkit's management.nvidia.com/gpu and the device plugin's
 # k8s.device-plugin.nvidia.com/gpu (/var/run/cdi/k8s.device-plugin.nvidia.com-gpu.json), any file name.
@@ -29,10 +29,30 @@ def _toolkit_pods(cluster: Any, namespace: str, node: str) -> list[dict[str, Any
     ]
 
 
+def _containerd_config(host_target: HostTarget, evidence: Any) -> Any:
+    """RKE2's generated containerd config.toml as CRI settings; a missing file is a finding, unparsable TOML an error."""
+    config_file = host_target.cached(f"cat {RKE2_CONTAINERD_CONFIG}")
+    evidence.record(RKE2_CONTAINERD_CONFIG, {"exit_status": config_file.rc, "content": config_file.stdout[-4000:],
+                                             "stderr": config_file.stderr[-400:]})
+    require(config_file.rc == 0, (
+        f"{host_target.where}: RKE2's containerd config {RKE2_CONTAINERD_CONFIG} cannot be read "
+        f"({config_file.stderr.strip()[-200:] or f'exit {config_file.rc}'}): RKE2 generates it at every start, so its "
+        "containerd is not the one running GPU workloads; restart rke2 and look at its log"
+    ))
+    cri = parse_containerd_config(config_file.stdout)
+    if cri is None:
+        unreadable(f"{host_target.where}: {RKE2_CONTAINERD_CONFIG} is not valid TOML, so how containerd injects GPUs "
+                   f"cannot be read: {config_file.stdout[:200]!r}")
+    evidence.record("RKE2 containerd CRI config", {
+        "version": cri.version, "enable_cdi": cri.enable_cdi, "cdi_enabled": cri.cdi_enabled,
+        "cdi_spec_dirs": cri.cdi_spec_dirs, "runtimes": list(cri.runtimes)})
+    return cri
+
+
 @pytest.mark.rule("ADR-0002.gpu-injection")
 def test_gpu_injection_goes_through_rke2_containerd(
     host_target: HostTarget, host_node: dict[str, Any], kubelet: Any, cluster: Any, site_values: dict[str, Any],
-    operator_namespace: str, evidence: Any,
+    evidence: Any,
 ) -> None:
     if not host_target.spec.gpu:
         not_applicable(f"{host_target.name} is not a GPU host (dgxspark_gpu: false)")
@@ -41,18 +61,12 @@ def test_gpu_injection_goes_through_rke2_containerd(
     evidence.record("mode", "NRI plugin + CDI" if nri_mode else "legacy nvidia runtime in RKE2's containerd config")
     daemon_json = host_target.run("cat /etc/docker/daemon.json 2>/dev/null; true")
     evidence.record("Docker daemon.json (never the Kubernetes path; recorded only)", daemon_json.stdout.strip() or None)
-    config_file = evidence.command(host_target, f"cat {RKE2_CONTAINERD_CONFIG}")
-    cri = parse_containerd_config(config_file.stdout) if config_file.rc == 0 else None
-    evidence.record("RKE2 containerd CRI config", None if cri is None else {
-        "version": cri.version, "enable_cdi": cri.enable_cdi, "cdi_enabled": cri.cdi_enabled,
-        "cdi_spec_dirs": cri.cdi_spec_dirs, "runtimes": list(cri.runtimes)})
-    toolkit = _toolkit_pods(cluster, operator_namespace, node_name)
-    evidence.record("toolkit pods on the node", [pod_summary(p) for p in toolkit] or
-                    "none: the operator has not scheduled the toolkit here (operator-components judges that)")
-    require(not any(s in (kubelet.endpoint or "") for s in DOCKER_SOCKETS), (
-        f"{host_target.where}: the kubelet reaches its runtime through Docker ({kubelet.endpoint}); GPUs must be "
-        "injected by RKE2's containerd, never by an nvidia runtime wired into Docker"
+    kubelet.require_running(host_target.where)
+    require(not any(s in kubelet.effective_endpoint for s in DOCKER_SOCKETS), (
+        f"{host_target.where}: the kubelet reaches its runtime through Docker ({kubelet.effective_endpoint}); GPUs must "
+        "be injected by RKE2's containerd, never by an nvidia runtime wired into Docker"
     ))
+    cri = _containerd_config(host_target, evidence)
     if nri_mode:
         raw = (host_node.get("status") or {}).get("nodeInfo", {}).get("containerRuntimeVersion", "")
         runtime = parse_runtime_version(raw)
@@ -60,43 +74,55 @@ def test_gpu_injection_goes_through_rke2_containerd(
         live_nri = [dig(p, "spec.cdi.nriPluginEnabled") for p in cluster.list("clusterpolicies")]
         evidence.record("NRI", {"containerRuntimeVersion": raw, "nri.sock": nri_socket.rc == 0,
                                 "ClusterPolicy spec.cdi.nriPluginEnabled (recorded)": live_nri})
-        require(runtime is not None and runtime.runtime == "containerd" and runtime.version[:2] >= NRI_MIN_CONTAINERD, (
-            f"{host_target.where}: the NRI plugin needs RKE2's containerd >= 2.1 (RKE2 docs: \"NRI requires containerd "
-            f"2.1\"); Node {node_name} runs {raw!r}"
+        if runtime is None:
+            unreadable(f"{host_target.where}: Node {node_name} containerRuntimeVersion {raw!r} is not "
+                       "<runtime>://<version>: whether containerd can serve NRI cannot be read")
+        require(runtime.runtime == "containerd" and runtime.version[:2] >= NRI_MIN_CONTAINERD, (
+            f"{host_target.where}: the NRI plugin needs RKE2's containerd 2.1 or later (RKE2 docs: \"NRI requires "
+            f"containerd 2.1\"); Node {node_name} runs {raw}"
         ))
         require(nri_socket.rc == 0, (
             f"{host_target.where}: {NRI_SOCKET} is not a socket: RKE2's containerd does not serve NRI, so the toolkit's "
             "NRI plugin cannot inject GPUs (F14: failed to connect to NRI service)"
         ))
-        require(cri is not None, (
-            f"{host_target.where}: {RKE2_CONTAINERD_CONFIG} could not be read as containerd TOML (exit {config_file.rc}): "
-            "RKE2 generates it at every start; without it CDI injection cannot be judged"
+        require(cri.cdi_enabled, f"{host_target.where}: {RKE2_CONTAINERD_CONFIG} disables CDI (enable_cdi = false)")
+        dirs = cri.cdi_spec_dirs
+        require(dirs is None or any(d.rstrip("/") in CDI_DIRS for d in dirs), (
+            f"{host_target.where}: {RKE2_CONTAINERD_CONFIG} cdi_spec_dirs {', '.join(dirs or [])} name neither /etc/cdi "
+            "nor /var/run/cdi, where the toolkit and device plugin write their specs"
         ))
-        if cri is not None:
-            dirs = cri.cdi_spec_dirs
-            require(cri.cdi_enabled, f"{host_target.where}: {RKE2_CONTAINERD_CONFIG} disables CDI (enable_cdi = false)")
-            require(dirs is None or any(d.rstrip("/") in CDI_DIRS for d in dirs), (
-                f"{host_target.where}: {RKE2_CONTAINERD_CONFIG} cdi_spec_dirs {list(dirs or [])} name neither /etc/cdi "
-                "nor /var/run/cdi, where the toolkit and device plugin write their specs"
-            ))
-        if toolkit:
-            specs = evidence.command(host_target, CDI_SPECS)
-            require(all(pod_ready(p) for p in toolkit), (
-                f"{host_target.where}: the NRI plugin runs in the toolkit DaemonSet; its pod on {node_name} is not Ready: "
-                f"{[pod_summary(p) for p in toolkit]}"
-            ))
-            require(specs.stdout.strip(), (
-                f"{host_target.where}: the toolkit runs but there is no NVIDIA CDI spec in /var/run/cdi or /etc/cdi "
-                "(no spec of kind *nvidia.com/gpu; the toolkit and device plugin write them)"
-            ))
     else:
-        require(config_file.rc == 0, (
-            f"{host_target.where}: legacy mode needs an nvidia runtime in RKE2's generated {RKE2_CONTAINERD_CONFIG}, "
-            f"which cannot be read: {config_file.stderr.strip()[-200:]}"
+        nvidia = [r for r in cri.runtimes if r.startswith("nvidia")]
+        require(nvidia, (
+            f"{host_target.where}: legacy mode (cdi.nriPluginEnabled is not true) needs an nvidia runtime in RKE2's "
+            f"generated {RKE2_CONTAINERD_CONFIG}; its runtimes are {', '.join(cri.runtimes) or 'none'} "
+            "(Docker's daemon.json does not count)"
         ))
-        runtimes = list(cri.runtimes) if cri is not None else []
-        named = any(r.startswith("nvidia") for r in runtimes) or (cri is None and "nvidia" in config_file.stdout)
-        require(named, (
-            f"{host_target.where}: legacy mode needs an nvidia runtime in RKE2's generated {RKE2_CONTAINERD_CONFIG}; "
-            f"its runtimes are {runtimes or 'unparsable'} (Docker's daemon.json does not count)"
-        ))
+
+
+@pytest.mark.rule("ADR-0002.gpu-injection")
+def test_toolkit_nri_plugin_and_cdi_specs_serve_the_node(
+    host_target: HostTarget, host_node: dict[str, Any], cluster: Any, site_values: dict[str, Any],
+    operator_namespace: str, evidence: Any,
+) -> None:
+    if not host_target.spec.gpu:
+        not_applicable(f"{host_target.name} is not a GPU host (dgxspark_gpu: false)")
+    if dig(site_values, "cdi.nriPluginEnabled") is not True:
+        not_applicable("legacy mode (cdi.nriPluginEnabled is not true): the nvidia runtime in RKE2's containerd config "
+                       "injects GPUs; no NRI plugin or CDI spec is used")
+    node_name = host_node["metadata"]["name"]
+    toolkit = _toolkit_pods(cluster, operator_namespace, node_name)
+    evidence.record("toolkit pods on the node", [pod_summary(p) for p in toolkit])
+    if not toolkit:
+        not_applicable(f"no nvidia-container-toolkit-daemonset pod is scheduled on node {node_name}, so the NRI plugin "
+                       "and the CDI specs it writes cannot be judged here; operator-components judges the missing pod")
+    specs = evidence.command(host_target, CDI_SPECS)
+    not_ready = [pod_summary(p) for p in toolkit if not pod_ready(p)]
+    require(not not_ready, (
+        f"{host_target.where}: the NRI plugin runs in the toolkit DaemonSet; its pod on {node_name} is not Ready: "
+        + "; ".join(f"{p['name']} {p['phase']} {' '.join(p.get('waiting') or [])}".rstrip() for p in not_ready)
+    ))
+    require(specs.stdout.strip(), (
+        f"{host_target.where}: the toolkit runs but there is no NVIDIA CDI spec in /var/run/cdi or /etc/cdi "
+        "(no spec of kind *nvidia.com/gpu; the toolkit and device plugin write them)"
+    ))

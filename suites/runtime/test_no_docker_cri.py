@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
+from pytest_dgxspark.checking import require, unreadable
 from pytest_dgxspark.connections import HostTarget
-from pytest_dgxspark.checking import require
+from pytest_dgxspark.parsing import parse_runtime_version
 
 DOCKER_SOCKETS = ("docker.sock", "cri-dockerd.sock", "dockershim.sock")
 
@@ -20,11 +21,12 @@ def test_kubelet_is_not_wired_to_docker(
     cri_dockerd = evidence.command(host_target, "pgrep -a -x cri-dockerd; true")
     docker = evidence.command(host_target, "systemctl is-active docker 2>/dev/null; command -v docker; true")
     evidence.record("docker on the host (recorded, not a failure)", docker.stdout.strip() or "not installed")
-    require(
-        not raw.startswith("docker://"),
-        f"{host_target.where}: containerRuntimeVersion is {raw!r}: Docker is the CRI",
-    )
-    require(not any(s in (kubelet.endpoint or "") for s in DOCKER_SOCKETS), (
-        f"{host_target.where}: the kubelet's runtime endpoint is {kubelet.endpoint!r} (Docker/cri-dockerd)"
+    if parse_runtime_version(raw) is None:
+        unreadable(f"{host_target.where}: Node {host_node['metadata']['name']} containerRuntimeVersion {raw!r} is not "
+                   "<runtime>://<version>: which runtime the Node runs on cannot be read")
+    kubelet.require_running(host_target.where)
+    require(not raw.startswith("docker://"), f"{host_target.where}: containerRuntimeVersion is {raw!r}: Docker is the CRI")
+    require(not any(s in kubelet.effective_endpoint for s in DOCKER_SOCKETS), (
+        f"{host_target.where}: the kubelet's runtime endpoint is {kubelet.effective_endpoint} (Docker/cri-dockerd)"
     ))
     require(cri_dockerd.stdout.strip() == "", f"{host_target.where}: cri-dockerd runs: {cri_dockerd.stdout.strip()}")

@@ -8,7 +8,7 @@ import pytest
 
 from pytest_dgxspark.connections import HostTarget
 from pytest_dgxspark.parsing import parse_runtime_version
-from pytest_dgxspark.checking import require
+from pytest_dgxspark.checking import require, unreadable
 
 RKE2_SOCKET = "unix:///run/k3s/containerd/containerd.sock"
 SYSTEM_CONTAINERD = "ls -l /usr/bin/containerd /usr/local/bin/containerd /run/containerd/containerd.sock 2>/dev/null; true"
@@ -22,13 +22,16 @@ def test_kubelet_uses_no_system_containerd(
     evidence.record("system containerd on the host (recorded, not a failure)", system.stdout.strip() or "none")
     raw = (host_node.get("status") or {}).get("nodeInfo", {}).get("containerRuntimeVersion", "")
     runtime = parse_runtime_version(raw)
-    require(kubelet.running or runtime is not None, (
-        f"{host_target.where}: neither a kubelet process nor the Node's containerRuntimeVersion ({raw!r}) tells which "
-        "containerd the kubelet uses"
+    if runtime is None:
+        unreadable(f"{host_target.where}: Node {host_node['metadata']['name']} containerRuntimeVersion {raw!r} is not "
+                   "<runtime>://<version>: whether it is RKE2's containerd cannot be read")
+    kubelet.require_running(host_target.where)
+    endpoint = kubelet.effective_endpoint
+    require("/run/containerd/" not in endpoint, (
+        f"{host_target.where}: the kubelet uses the system containerd ({endpoint}"
+        + ("" if kubelet.endpoint else ", the kubelet's default: nothing sets containerRuntimeEndpoint")
+        + f"); it must use {RKE2_SOCKET}"
     ))
-    require("/run/containerd/" not in (kubelet.endpoint or ""), (
-        f"{host_target.where}: the kubelet uses the system containerd ({kubelet.endpoint}); it must use {RKE2_SOCKET}"
-    ))
-    require(runtime is None or runtime.runtime != "containerd" or runtime.k3s, (
+    require(runtime.runtime != "containerd" or runtime.k3s, (
         f"{host_target.where}: containerRuntimeVersion {raw!r} is an upstream containerd (no -k3s suffix), not RKE2's"
     ))

@@ -16,7 +16,7 @@ from pytest_dgxspark.siterepo import (
     parse_make_rules,
     strip_yaml_comments,
 )
-from pytest_dgxspark.checking import require
+from pytest_dgxspark.checking import require, unreadable
 
 INSTALL_TARGETS = ("rke2/server/install", "rke2/agent/install")
 OPERATOR_TARGET = "rke2/gpu/operator/apply"
@@ -24,9 +24,25 @@ PLAYBOOK_IN_RECIPE = re.compile(r"([\w./${}()-]+\.ya?ml)")
 
 
 def _repo_root(site: Any) -> Path:
+    """The site's repository: the nearest folder from the site up to its git top level that holds a Makefile (a site
+    repo of its own, or the project's sites/<name>), else the git top level, else the folder above sites/."""
     root = Path(site.root).resolve()
     top = subprocess.run(["git", "-C", str(root), "rev-parse", "--show-toplevel"], capture_output=True, text=True, check=False)
-    return Path(top.stdout.strip()) if top.returncode == 0 else root.parent.parent
+    stop = Path(top.stdout.strip()) if top.returncode == 0 else root.parent.parent
+    for folder in (root, *root.parents):
+        if (folder / "Makefile").is_file() or folder == stop:
+            return folder
+        if stop not in folder.parents:
+            break
+    return stop
+
+
+def _require_makefiles(repo: Path, makefiles: list[Path]) -> None:
+    """No Makefile means the targets cannot be read: that is not verifiable, never a finding."""
+    if not makefiles:
+        unreadable(f"{repo}: no Makefile or provisioning/*.mk, so the RKE2 install targets and the GPU Operator apply "
+                   "target cannot be read; run the suite from the site's repository (ADR 0001 §6-3: install by make "
+                   "targets) or check ADR 0002 §5-4 by hand")
 
 
 def _makefiles(repo: Path) -> list[Path]:
@@ -78,10 +94,13 @@ def test_rke2_install_targets_never_deploy_gpu_operator(site: Any, evidence: Any
     makefiles = _makefiles(repo)
     rules = _make_rules(makefiles)
     problems: list[str] = []
+    unverifiable: list[str] = []
     scanned: dict[str, list[str]] = {}
+    evidence.record("makefiles", [str(m) for m in makefiles])
+    _require_makefiles(repo, makefiles)
     for target in INSTALL_TARGETS:
         if target not in rules:
-            problems.append(f"make target {target} not found in {[str(m) for m in makefiles] or 'no Makefile/provisioning/*.mk'}")
+            unverifiable.append(f"make target {target} is not in {', '.join(str(m) for m in makefiles)}")
             continue
         recipe = make_recipe_closure(rules, target)
         for line in recipe:
@@ -91,7 +110,7 @@ def test_rke2_install_targets_never_deploy_gpu_operator(site: Any, evidence: Any
         playbooks += [p for line in recipe for p in repo.glob("provisioning/playbooks/*.yml") if p.name in line]
         playbooks = sorted(set(p for p in playbooks if p.is_file()))
         if not playbooks:
-            problems.append(f"make {target}: no playbook found in its recipe {recipe!r}")
+            unverifiable.append(f"make {target} runs no playbook this check can follow: {recipe!r}")
         files: list[Path] = []
         for playbook in playbooks:
             files.extend(f for f in _playbook_closure(repo, playbook) if f.is_file())
@@ -100,14 +119,18 @@ def test_rke2_install_targets_never_deploy_gpu_operator(site: Any, evidence: Any
             text = strip_yaml_comments(path.read_text(errors="replace"))
             for number, line in enumerate(text.splitlines(), 1):
                 if GPU_OPERATOR_REFERENCE.search(line):
-                    problems.append(f"{path}:{number} (used by make {target}) deploys/refers to the GPU Operator: {line.strip()!r}")
-    evidence.record("makefiles", [str(m) for m in makefiles])
+                    shown = path.relative_to(repo) if path.is_relative_to(repo) else path
+                    problems.append(f"{shown}:{number} (used by make {target}) deploys or names the GPU Operator: "
+                                    f"{line.strip()!r}")
     evidence.record("files scanned per install target", scanned)
-    require(makefiles, f"{repo}: no Makefile or provisioning/*.mk: the RKE2 install targets cannot be checked")
-    require(
-        problems == [],
-        "ADR 0002 §5-1: the RKE2 install targets must not deploy the GPU Operator:\n  " + "\n  ".join(problems),
-    )
+    evidence.record("not verifiable", unverifiable)
+    require(problems == [], (
+        f"{repo}: ADR 0002 §5-1/§5-4: the RKE2 install targets must not deploy the GPU Operator (it is applied on its "
+        f"own, by make {OPERATOR_TARGET}): " + "; ".join(problems)
+    ))
+    if unverifiable:
+        unreadable(f"{repo}: whether the RKE2 install targets deploy the GPU Operator cannot be read: "
+                   + "; ".join(unverifiable))
 
 
 @pytest.mark.rule("ADR-0002.operator-separate")
@@ -115,10 +138,11 @@ def test_gpu_operator_has_its_own_apply_target(site: Any, evidence: Any) -> None
     repo = _repo_root(site)
     makefiles = _makefiles(repo)
     rules = _make_rules(makefiles)
+    _require_makefiles(repo, makefiles)
     recipe = make_recipe_closure(rules, OPERATOR_TARGET) if OPERATOR_TARGET in rules else None
     evidence.record(OPERATOR_TARGET, recipe)
     require(recipe is not None, (
-        f"ADR 0002 §8: make {OPERATOR_TARGET} must exist to apply the GPU Operator on its own; "
-        f"not found in {[str(m) for m in makefiles] or repo}"
+        f"{repo}: ADR 0002 §5-4 applies the GPU Operator on its own, after the RKE2 install and the kubeconfig: make "
+        f"{OPERATOR_TARGET} is not in {', '.join(str(m) for m in makefiles)}"
     ))
     require(recipe, f"make {OPERATOR_TARGET} has an empty recipe")

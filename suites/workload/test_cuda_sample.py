@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
 
@@ -11,6 +10,7 @@ from kubernetes import watch
 from kubernetes.client.exceptions import ApiException
 
 from pytest_dgxspark.connections import transient
+from pytest_dgxspark.podstate import PodStory, pod_story, status_message
 from pytest_dgxspark.parsing import node_taints
 from pytest_dgxspark.checking import require
 
@@ -40,27 +40,56 @@ def cuda_pod(name: str, image: str, node: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+# Waiting reasons a pod does not leave by itself: the sample has failed, waiting out the timeout tells nothing more
+STUCK = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull", "CrashLoopBackOff",
+                   "CreateContainerError", "CreateContainerConfigError", "RunContainerError"})
+
+
+def _stuck_reason(pod: Any) -> str | None:
+    for cs in (pod.status.init_container_statuses or []) + (pod.status.container_statuses or []):
+        waiting = cs.state.waiting if cs.state else None
+        if waiting is not None and waiting.reason in STUCK:
+            return waiting.reason
+    return None
+
+
+def _done(pod: Any) -> bool:
+    return pod.status is not None and (pod.status.phase in TERMINAL or _stuck_reason(pod) is not None)
+
+
 def watch_until_done(cluster: Any, namespace: str, names: set[str], timeout_s: int) -> dict[str, str]:
-    """Watch the namespace's pods until every named pod is Succeeded/Failed or the timeout; returns name -> phase.
+    """Watch the namespace's pods until every named pod is Succeeded/Failed, stuck (ErrImagePull, CrashLoopBackOff...)
+    or the timeout; returns name -> phase (or 'Pending/<reason>' for a stuck pod).
 
     Lists and watches retry transient API errors; a watch cut short (410 Gone, a 5xx) lists again.
     """
     core = cluster.core
     phases: dict[str, str] = {}
+    done: set[str] = set()
+
+    def seen(pod: Any) -> None:
+        reason = _stuck_reason(pod)
+        phases[pod.metadata.name] = pod.status.phase if reason is None or pod.status.phase in TERMINAL else \
+            f"{pod.status.phase} ({reason})"
+        if _done(pod):
+            done.add(pod.metadata.name)
+        else:
+            done.discard(pod.metadata.name)
+
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and not all(phases.get(n) in TERMINAL for n in names):
+    while time.monotonic() < deadline and not names <= done:
         listing = cluster.call(core.list_namespaced_pod, namespace, _request_timeout=(10, 30))
-        phases.update({p.metadata.name: p.status.phase for p in listing.items})
+        for pod in listing.items:
+            seen(pod)
         remaining = int(deadline - time.monotonic())
-        if all(phases.get(n) in TERMINAL for n in names) or remaining < 1:
+        if names <= done or remaining < 1:
             break
         stream = watch.Watch()
         try:
             for event in stream.stream(core.list_namespaced_pod, namespace, resource_version=listing.metadata.resource_version,
                                        timeout_seconds=min(remaining, 60), _request_timeout=(10, min(remaining, 60) + 10)):
-                pod = event["object"]
-                phases[pod.metadata.name] = pod.status.phase
-                if all(phases.get(n) in TERMINAL for n in names):
+                seen(event["object"])
+                if names <= done:
                     stream.stop()
         except ApiException as error:
             if error.status != 410 and not transient(error):  # 410 Gone: the resource version expired; list again
@@ -73,58 +102,30 @@ def read_log(cluster: Any, namespace: str, name: str) -> tuple[str, str | None]:
     try:
         return cluster.call(cluster.core.read_namespaced_pod_log, name, namespace, tail_lines=40, _request_timeout=(10, 30)), None
     except ApiException as error:
-        return "", f"no log: HTTP {error.status}: {_status_message(error)}"
+        return "", f"no log: HTTP {error.status}: {status_message(error)}"
 
 
-def _status_message(error: ApiException) -> str:
+def pod_diagnostics(cluster: Any, namespace: str, name: str) -> PodStory | str:
+    """The pod's story (phase, container states, logs current and previous, events), or why it cannot be read."""
     try:
-        return str(json.loads(error.body or "{}").get("message") or error.reason)
-    except (ValueError, AttributeError):
-        return str(error.reason)
-
-
-def pod_diagnostics(cluster: Any, namespace: str, name: str) -> dict[str, Any]:
-    """The pod's status (phase, reason, message, conditions, container states), its events and last log lines."""
-    core = cluster.core
-    found: dict[str, Any] = {}
-    try:
-        pod = cluster.call(core.read_namespaced_pod, name, namespace, _request_timeout=(10, 30))
-        found["status"] = core.api_client.sanitize_for_serialization(pod.status)
+        pod = cluster.call(cluster.core.read_namespaced_pod, name, namespace, _request_timeout=(10, 30))
     except ApiException as error:
-        found["status"] = f"unreadable: HTTP {error.status}: {_status_message(error)}"
-    try:
-        events = cluster.call(core.list_namespaced_event, namespace, field_selector=f"involvedObject.name={name}",
-                              _request_timeout=(10, 30))
-        found["events"] = [f"{e.type} {e.reason}: {e.message}" for e in events.items]
-    except ApiException as error:
-        found["events"] = [f"unreadable: HTTP {error.status}: {_status_message(error)}"]
-    log, missing = read_log(cluster, namespace, name)
-    found["log"] = missing or log
-    return found
+        return f"pod {name} unreadable: HTTP {error.status}: {status_message(error)}"
+    return pod_story(cluster, cluster.core.api_client.sanitize_for_serialization(pod))
 
 
-def why_not_passed(result: dict[str, Any]) -> str:
-    """One line per pod: phase, the pod's status reason/message (or why it is not scheduled), events, log."""
-    diagnostics = result.get("diagnostics") or {}
-    status = diagnostics.get("status") if isinstance(diagnostics.get("status"), dict) else {}
-    parts = [result.get("phase") or "not started"]
-    if status.get("reason") or status.get("message"):
-        parts.append(f"{status.get('reason')}: {status.get('message')}")
-    for condition in status.get("conditions") or []:
-        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
-            parts.append(f"PodScheduled=False {condition.get('reason')}: {condition.get('message')}")
-    for cs in (status.get("init_container_statuses") or []) + (status.get("container_statuses") or []):
-        for kind in ("waiting", "terminated"):
-            state = (cs.get("state") or {}).get(kind)
-            if state and state.get("reason") not in (None, "Completed"):
-                parts.append(f"container {cs.get('name')} {kind} {state.get('reason')}: {state.get('message') or ''}".rstrip(": "))
-    if diagnostics.get("events"):
-        parts.append(f"events {diagnostics['events'][-5:]}")
-    if result.get("passed") is False and result.get("phase") == "Succeeded":
-        parts.append(f"log without 'Test PASSED': {result.get('log', '')[-300:]!r}")
-    elif isinstance(diagnostics.get("log"), str) and diagnostics["log"].startswith("no log:"):
-        parts.append(diagnostics["log"])
-    return "; ".join(parts)
+def why_not_passed(result: dict[str, Any], timeout_s: int) -> str:
+    """What was seen of one sample pod that did not pass, in plain words."""
+    story = result.get("story")
+    phase = result.get("phase")
+    if phase == "Succeeded":
+        return (f"pod {result['pod']} Succeeded but its log has no 'Test PASSED'; last lines: "
+                f"{result.get('log', '')[-300:]!r}")
+    if not isinstance(story, PodStory):
+        return f"pod {result['pod']} {phase or 'never seen'}: {story}"
+    if phase in TERMINAL or (phase or "").endswith(")"):
+        return f"pod {story.summary()} (seen {result.get('seconds')} s after its creation)"
+    return f"pod {story.summary()} (still not done after the {timeout_s} s timeout)"
 
 
 @pytest.mark.rule("ADR-0002.cuda-sample")
@@ -132,31 +133,36 @@ def test_cuda_sample_pod_passes_on_every_gpu_node(
     gpu_nodes: list[Any], site: Any, cluster: Any, cuda_namespace: Any, cuda_timeout_s: int, evidence: Any
 ) -> None:
     nodes = [g for g in gpu_nodes if g.node is not None]
-    require(gpu_nodes and nodes == gpu_nodes, (
-        f"{cluster.where}: every GPU host needs a Node to run the CUDA sample on; missing {[g.spec.name for g in gpu_nodes if g.node is None] or 'all (no GPU host)'}"
-    ))
+    missing = [g.spec.name for g in gpu_nodes if g.node is None]
+    require(gpu_nodes, "the inventory names no GPU host (dgxspark_gpu: true) to run the CUDA sample on")
+    require(not missing, f"{cluster.where}: GPU hosts without a Node to run the CUDA sample on: {', '.join(missing)}")
     image = site.cuda_sample_image
     pods = {f"cuda-vectoradd-{i}": g for i, g in enumerate(nodes)}
     evidence.record("CUDA sample", {"image": image, "namespace": cuda_namespace.name, "timeout_s": cuda_timeout_s,
                                     "pods": {name: g.name for name, g in pods.items()}})
     results: dict[str, dict[str, Any]] = {}
+    started = time.monotonic()
     try:
         cuda_namespace.create()
         for name, gpu in pods.items():
             create_pod(cluster, cuda_namespace.name, cuda_pod(name, image, gpu.node))
         phases = watch_until_done(cluster, cuda_namespace.name, set(pods), cuda_timeout_s)
+        elapsed = round(time.monotonic() - started, 1)
         for name, gpu in pods.items():
-            log, missing = read_log(cluster, cuda_namespace.name, name) if phases.get(name) in TERMINAL else ("", None)
+            log, missing_log = read_log(cluster, cuda_namespace.name, name) if phases.get(name) in TERMINAL else ("", None)
             passed = phases.get(name) == "Succeeded" and "Test PASSED" in log
-            results[name] = {"node": gpu.name, "phase": phases.get(name), "passed": passed, "log": missing or log}
+            results[name] = {"pod": name, "node": gpu.name, "phase": phases.get(name), "passed": passed,
+                             "log": missing_log or log, "seconds": elapsed}
             if not passed:
-                results[name]["diagnostics"] = pod_diagnostics(cluster, cuda_namespace.name, name)
-        evidence.record("CUDA sample results", results)
+                results[name]["story"] = pod_diagnostics(cluster, cuda_namespace.name, name)
+        evidence.record("CUDA sample results", {
+            name: {k: (v.as_evidence() if isinstance(v, PodStory) else v) for k, v in r.items()}
+            for name, r in results.items()})
     finally:
         cuda_namespace.delete()
-    failed = {r["node"]: why_not_passed(r) for r in results.values() if not r["passed"]}
-    require(failed == {}, (
-        f"{cluster.where}: the CUDA sample ({image}) did not print 'Test PASSED' within {cuda_timeout_s} s: {failed}"
+    failed = [f"on {r['node']}: {why_not_passed(r, cuda_timeout_s)}" for r in results.values() if not r["passed"]]
+    require(failed == [], (
+        f"{cluster.where}: the CUDA sample ({image}) did not pass: " + " | ".join(failed)
     ))
 
 
