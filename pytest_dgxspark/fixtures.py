@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from pytest_dgxspark import plan
+from pytest_dgxspark import identity, plan
 from pytest_dgxspark.connections import Cluster, Connections, HostTarget, connections_key
 from pytest_dgxspark.evidence import Evidence, for_item
 from pytest_dgxspark.plan import DEFAULT_CUDA_TIMEOUT_S, DEFAULT_SMI_TIMEOUT_S
@@ -89,26 +89,36 @@ def host_target(request: pytest.FixtureRequest, connections: Connections, target
     """One inventory host (parametrized per host), connected; an unreachable host is an error, not a hang."""
     spec = targets.host(request.param)
     connections.open_all()
-    return connections.host(spec).connect()
+    target = connections.host(spec).connect()
+    identity.observe_host(request.config, target)
+    return target
 
 
 @pytest.fixture(scope="session")
-def hosts(connections: Connections, targets: Any) -> list[HostTarget]:
+def hosts(request: pytest.FixtureRequest, connections: Connections, targets: Any) -> list[HostTarget]:
     """Every inventory host, connected (one SSH master connection per host per run)."""
     connections.open_all()
-    return [connections.host(spec).connect() for spec in targets.hosts]
+    connected = [connections.host(spec).connect() for spec in targets.hosts]
+    for target in connected:
+        identity.observe_host(request.config, target)
+    return connected
 
 
 @pytest.fixture(scope="session")
-def gpu_hosts(connections: Connections, targets: Any) -> list[HostTarget]:
+def gpu_hosts(request: pytest.FixtureRequest, connections: Connections, targets: Any) -> list[HostTarget]:
     """The inventory hosts marked dgxspark_gpu, connected."""
-    return [connections.host(spec).connect() for spec in targets.hosts if spec.gpu]
+    connected = [connections.host(spec).connect() for spec in targets.hosts if spec.gpu]
+    for target in connected:
+        identity.observe_host(request.config, target)
+    return connected
 
 
 @pytest.fixture(scope="session")
-def cluster(connections: Connections) -> Cluster:
+def cluster(request: pytest.FixtureRequest, connections: Connections) -> Cluster:
     """The RKE2 cluster over the kubernetes client (each kind listed once per run)."""
-    return connections.cluster.connect()
+    connected = connections.cluster.connect()
+    identity.observe_cluster(request.config, connected)
+    return connected
 
 
 @pytest.fixture(scope="session")

@@ -202,9 +202,10 @@ def _finish(config: pytest.Config, session: pytest.Session, state: RunState) -> 
         if item.nodeid not in done:
             state.records.append(TestRecord(item.nodeid, item_rule(item) or "", "error", 0.0, f"not run: {why}"))
     tgt = state.targets
+    simulated_by = simulation_signs(config, tgt)  # SIMULATED comes from the target, whatever options pointed at it
     folded = fold(
         state.catalog, state.records, waivers=state.waivers,
-        handover=state.plan.handover, simulated=tgt.simulated,
+        handover=state.plan.handover, simulated=bool(simulated_by),
         unattested_manual=[m.id for m in state.manual_checks if not m.attested],
         management_context=tgt.management_context,
     )
@@ -212,7 +213,8 @@ def _finish(config: pytest.Config, session: pytest.Session, state: RunState) -> 
     results = build_results(
         info=info, catalog=state.catalog, fold=folded, records=folded.records, evidence=state.evidence,
         run={
-            "simulated": tgt.simulated, "site": state.site.name, "testbed": tgt.testbed_ref,
+            "simulated": bool(simulated_by), "simulated_by": simulated_by,
+            "site": state.site.name, "testbed": tgt.testbed_ref,
             "handover": state.plan.handover, "site_source": state.plan.site_source,
             "context": tgt.context, "hosts": list(tgt.host_names),
             "pytest_args": list(config.invocation_params.args),
@@ -220,6 +222,8 @@ def _finish(config: pytest.Config, session: pytest.Session, state: RunState) -> 
         },
         waivers=state.waivers, manual_checks=state.manual_checks,
     )
+    if state.plan.handover and simulated_by:
+        results["verdict_reasons"].append(f"the targets are a testbed: {simulated_by[0]}")
     results["provenance"] = _provenance(config)
     config.hook.pytest_dgxspark_results(config=config, results=results)
     config.stash[results_key] = results
@@ -232,13 +236,22 @@ def _finish(config: pytest.Config, session: pytest.Session, state: RunState) -> 
         del config.stash[results_key]
         tw.line(f"dgxspark: BUNDLE NOT WRITTEN: {exc}", red=True, bold=True)
     colour = {"ACCEPTED": {"green": True}, "REJECTED": {"red": True}}.get(results["verdict"], {"yellow": True})
-    stamp = " (SIMULATED)" if tgt.simulated else ""
+    stamp = " (SIMULATED)" if simulated_by else ""
     tw.line(f"dgxspark: {results['verdict']}{stamp}; root causes: {', '.join(results['root_causes']) or 'none'}; "
             f"lowest broken layer: {results['lowest_broken_layer'] or 'none'}", bold=True, **colour)
     if written is not None:
         tw.line(f"dgxspark: results {written.path}")
         for problem in written.problems:
             tw.line(f"dgxspark: BUNDLE INCOMPLETE ON DISK: {problem}", red=True, bold=True)
+
+
+def simulation_signs(config: pytest.Config, targets) -> list[str]:
+    """Why this run is SIMULATED: --testbed, and every sign the targets gave (API header, Node annotation, host file)."""
+    from pytest_dgxspark import identity
+    from pytest_dgxspark.connections import connections_key
+
+    signs = [f"--testbed {targets.testbed_ref}"] if targets.simulated else []
+    return signs + identity.signs(config, config.stash.get(connections_key, None))
 
 
 def _provenance(config: pytest.Config) -> dict:

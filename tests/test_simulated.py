@@ -1,0 +1,65 @@
+"""SIMULATED comes from the target: a run that reaches a testbed is stamped SIMULATED whatever options pointed at it."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+# The exit status of INCOMPLETE is the closing module's (rootcause); until it lands, INCOMPLETE exits 0.
+CLOSING = importlib.util.find_spec("pytest_dgxspark.closing") is not None
+needs_exit_mapping = pytest.mark.xfail(not CLOSING, strict=True,
+                                       reason="exit status by verdict lands with pytest_dgxspark.closing")
+
+
+def _pytest(report_dir: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "suites", "--report-dir", str(report_dir), "-q", "-p", "no:cacheprovider",
+         "--dgxspark-cuda-timeout", "20", *args],
+        cwd=REPO, capture_output=True, text=True, timeout=400, check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def handover_against_a_testbed(tmp_path_factory):
+    """A handover run whose kubeconfig, inventory and ssh_config point at a running testbed (no --testbed)."""
+    from pytest_dgxspark.testbed import Testbed
+
+    tmp = tmp_path_factory.mktemp("handover")
+    with Testbed("healthy", tmp / "tb") as testbed:
+        proc = _pytest(tmp / "reports", "--site", str(REPO / "sites" / "tirosh-home"), "--dgxspark-handover",
+                       "--dgxspark-inventory", str(testbed.inventory), "--dgxspark-kubeconfig", str(testbed.kubeconfig),
+                       "--dgxspark-ssh-config", str(testbed.ssh_config))
+    return proc, json.loads((tmp / "reports" / "latest" / "results.json").read_text())
+
+
+def test_a_handover_run_against_a_testbed_by_its_files_is_simulated_and_incomplete(handover_against_a_testbed):
+    proc, doc = handover_against_a_testbed
+    assert doc["run"]["simulated"] is True and doc["run"]["testbed"] is None
+    signs = doc["run"]["simulated_by"]
+    assert "Kubernetes API of context 'tirosh-home/rke2/gpu': answers with X-Dgxspark-Testbed: healthy" in signs
+    assert "host gpu-01: /etc/dgxspark-testbed names testbed scenario 'healthy'" in signs
+    assert "Node gpu-01: annotation testbed.dgxspark.io/scenario: healthy" in signs
+    assert doc["verdict"] == "INCOMPLETE"
+    assert "a simulated (testbed) run is never a handover acceptance" in doc["verdict_reasons"]
+    assert f"the targets are a testbed: {signs[0]}" in doc["verdict_reasons"]
+    assert "dgxspark: INCOMPLETE (SIMULATED)" in proc.stdout
+
+
+@needs_exit_mapping
+def test_a_handover_run_against_a_testbed_exits_non_zero(handover_against_a_testbed):
+    proc, _ = handover_against_a_testbed
+    assert proc.returncode == 6
+
+
+@needs_exit_mapping
+def test_testbed_with_handover_is_incomplete_with_its_own_exit_status(tmp_path):
+    proc = _pytest(tmp_path / "reports", "--testbed", "healthy", "--dgxspark-handover", "-m", "host")
+    doc = json.loads((tmp_path / "reports" / "latest" / "results.json").read_text())
+    assert doc["verdict"] == "INCOMPLETE" and doc["run"]["simulated_by"][0] == "--testbed healthy"
+    assert proc.returncode == 6
