@@ -40,7 +40,7 @@ def test_the_first_page_holds_verdict_run_ladder_root_causes_and_sign_off_in_tha
     html = render_summary(_faulty(), "both")
     first = _first_page(html)
     assert re.findall(r'<section id="([a-z-]+)"', first) == ["verdict", "run", "ladder", "root-causes", "signoff"]
-    assert '<div class="word" id="verdict-word">REJECTED · 불합격</div>' in first
+    assert '<span id="verdict-word">REJECTED · 불합격</span>' in first
     assert "SIMULATED" in _section(html, "verdict") and "(healthy)" in _section(html, "verdict")
     assert '<div class="watermark" aria-hidden="true">SIMULATED</div>' in html
     run = _section(html, "run")
@@ -49,8 +49,11 @@ def test_the_first_page_holds_verdict_run_ladder_root_causes_and_sign_off_in_tha
     assert "20260105T010203Z-0a1b" in run and "gpu-01" in run and "tirosh-home" in run
     ladder = _section(html, "ladder")
     assert re.findall(r'data-layer="([a-z0-9-]+)"', ladder) == list(LAYERS)
-    assert '<tr class="layer lowest" id="layer-host"' in ladder
-    assert '<td class="count">3/4</td>' in ladder  # host: host-nvml failed
+    assert '<td class="layer s-failed lowest" id="layer-host" data-layer="host" data-status="failed">' in ladder
+    assert '<div class="count">3/4</div>' in ladder  # host: host-nvml failed
+    not_passed = ladder.split('id="not-passed"')[1]
+    assert re.findall(r'<span class="mono">([^<]+)</span>', not_passed) == ["ADR-0002.host-nvml", "ADR-0002.allocatable",
+                                                                            "ADR-0002.image-mirror"]
     for role in ("Vendor engineer", "Hospital IT", "Security officer", "공급사 엔지니어"):
         assert role in _section(html, "signoff")
     assert "<script" not in html.lower() and "javascript:" not in html.lower()
@@ -66,6 +69,17 @@ def test_a_root_cause_shows_what_was_observed_and_its_remediation_in_korean_and_
             "Fix the host layer first; do not reinstall RKE2.</div>") in causes
     english = _section(render_summary(_faulty(), "en"), "root-causes")
     assert KO_NVML not in english and "Fix the host layer first" in english
+
+
+def test_more_than_three_root_causes_leave_room_for_the_sign_off_and_link_the_rest() -> None:
+    ids = ["ADR-0002.host-static-ip", "ADR-0002.host-driver", "ADR-0002.host-nvml", "ADR-0002.driver-source",
+           "ADR-0001.rke2-config"]
+    results = example_results(statuses={rule: "failed" for rule in ids})
+    results["root_causes"] = ids
+    causes = _section(render_summary(results, "en"), "root-causes")
+    assert re.findall(r'<div class="cause" id="cause-([^"]+)"', causes) == ids[:3]
+    assert ('<a class="mono" href="#detail-ADR-0002.driver-source">ADR-0002.driver-source</a>, '
+            '<a class="mono" href="#detail-ADR-0001.rke2-config">ADR-0001.rke2-config</a></p>') in causes
 
 
 def test_without_a_korean_remediation_the_summary_says_so_and_shows_the_english_one() -> None:
@@ -202,7 +216,7 @@ def test_one_language_shows_only_its_labels() -> None:
 
 def test_an_accepted_real_run_has_no_watermark() -> None:
     html = render_summary(example_results(simulated=False), "en")
-    assert '<div class="word" id="verdict-word">ACCEPTED</div>' in html
+    assert '<span id="verdict-word">ACCEPTED</span>' in html
     assert "SIMULATED" not in html
 
 
@@ -262,10 +276,11 @@ def test_the_printed_first_page_holds_verdict_site_nodes_run_ladder_root_cause_r
     first = pdf_text(pdf, 1)
     flat = re.sub(r"\s+", " ", first)
     for expected in ("REJECTED · 불합격", "SIMULATED", "tirosh-home", "gpu-01", "20260105T010203Z-0a1b",
-                     "2026-01-05 10:02:03 KST", "Layer ladder", *LAYERS, "ADR-0002.host-nvml",
+                     "2026-01-05 10:02:03 KST", "Layer ladder", "ADR-0002.host-nvml",
                      "NVML could not be initialised", KO_NVML, "Fix the host layer first; do not reinstall RKE2.",
                      "Sign-off", "Vendor engineer", "Hospital IT", "Security officer"):
         assert expected in flat, expected
+    assert [layer for layer in LAYERS if layer not in re.sub(r"\s+", "", first)] == []  # names may wrap at '-'
     assert "Traceability matrix" not in flat  # the matrix starts on page 2
 
 

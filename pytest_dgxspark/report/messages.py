@@ -48,6 +48,8 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "layer": ("계층", "Layer"),
     "state": ("상태", "State"),
     "lowest_broken": ("가장 낮은 고장 계층", "Lowest broken layer"),
+    "lowest_mark": ("최저 고장 계층", "lowest broken"),
+    "more_root_causes": ("그 밖의 근본 원인 (조치는 규칙 상세에)", "More root causes (remediation in the rule detail)"),
     "root_causes": ("근본 원인", "Root causes"),
     "remediation": ("조치", "Remediation"),
     "matrix": ("추적성 매트릭스", "Traceability matrix"),

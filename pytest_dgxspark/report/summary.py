@@ -74,6 +74,14 @@ def _layer_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def _not_passed(rules: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rules that did not pass, grouped by status in matrix order (failed and error first), bottom-up."""
+    groups: dict[str, list[str]] = {}
+    for rule in matrix.ordered_rules([r for r in rules if r.get("status") != "passed"]):
+        groups.setdefault(str(rule.get("status")), []).append(str(rule.get("id")))
+    return [{"status": status, "css": matrix.css_status(status), "ids": ids} for status, ids in groups.items()]
+
+
 # Spellings of one fact by the host and by the API: the second column is dropped when it says the same.
 _SYNONYMS = (("os", "os_image"), ("driver", "nvidia_driver"), ("cuda", "cuda_version"))
 
@@ -152,6 +160,7 @@ def view(results: dict[str, Any], lang: str) -> dict[str, Any]:
         "root_causes": matrix.root_causes(results),
         "lowest": results.get("lowest_broken_layer"),
         "layers": _layer_rows(results),
+        "not_passed": _not_passed(results["rules"]),
         "matrix": matrix.rows(results["rules"]),
         "cluster_rows": _provenance_rows(cluster, lang),
         "cluster_name": run.get("context") or cluster.get("server") or run.get("site"),
