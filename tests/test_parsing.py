@@ -47,7 +47,7 @@ def test_captured_x86_64_open_module_version_files_are_open_flavour(name: str, v
 
 def test_every_capture_names_its_public_source() -> None:
     names = sorted(path.name for path in captures.DIR.glob("*.txt"))
-    assert len(names) >= 7
+    assert len(names) >= 10
     for name in names:
         assert captures.source(name).startswith(("github.com/", "docs.", "forums.")), name
         assert captures.body(name).strip(), name

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -154,19 +155,22 @@ def test_testinfra_sees_ubuntu_on_aarch64_with_rke2_state(healthy: Node) -> None
     assert service.systemd_properties["FragmentPath"] == "/usr/local/lib/systemd/system/rke2-server.service"
     assert host.file("/usr/local/lib/systemd/system/rke2-server.service").contains("^ExecStart=/usr/local/bin/rke2 server$")
     assert int(service.systemd_properties["MainPID"]) == host.process.get(comm="rke2").pid
-    containerd = host.process.filter(comm="containerd")
-    assert len(containerd) == 1 and "-a /run/k3s/containerd/containerd.sock" in containerd[0].args
+    containerd = sorted(p.args for p in host.process.filter(comm="containerd"))
+    assert len(containerd) == 2 and "-a /run/k3s/containerd/containerd.sock" in containerd[1]
+    assert containerd[0] == "/usr/bin/containerd"  # DGX OS's system containerd under Docker, beside RKE2's
     assert "--config-dir=/var/lib/rancher/rke2/agent/etc/kubelet.conf.d" in host.process.get(comm="kubelet").args
-    assert host.process.filter(comm="dockerd") == []
+    assert host.process.get(comm="dockerd").args == "/usr/bin/dockerd -H fd:// --containerd=/run/containerd/containerd.sock"
+    assert host.service("docker").is_running and host.service("containerd").is_enabled
     assert host.socket("unix:///run/k3s/containerd/containerd.sock").is_listening
+    assert host.socket("unix:///run/docker.sock").is_listening and host.socket("unix:///run/containerd/containerd.sock").is_listening
 
 
 def test_systemctl_answers_like_systemd(healthy: Node) -> None:
     assert healthy.ssh("systemctl --version").stdout.startswith("systemd 255 (")
-    unknown = healthy.ssh("systemctl is-active docker")
+    unknown = healthy.ssh("systemctl is-active cri-docker")
     assert (unknown.returncode, unknown.stdout) == (3, "inactive\n")
-    status = healthy.ssh("systemctl status docker")
-    assert (status.returncode, status.stderr) == (4, "Unit docker.service could not be found.\n")
+    status = healthy.ssh("systemctl status cri-docker")
+    assert (status.returncode, status.stderr) == (4, "Unit cri-docker.service could not be found.\n")
     assert healthy.ssh("systemctl is-enabled rke2-agent").returncode == 1
     assert "rke2-server.service" in healthy.ssh("systemctl list-units --type=service --no-legend").stdout
 
@@ -188,6 +192,26 @@ def test_nvidia_smi_prints_the_gb10_formats(healthy: Node) -> None:
     bad = healthy.ssh("nvidia-smi --query-gpu=bogus --format=csv")
     assert bad.returncode == 2 and 'Field "bogus" is not a valid field to query.' in bad.stdout
     assert "Addressing Mode                       : ATS" in healthy.ssh("nvidia-smi -q").stdout
+
+
+def test_docker_answers_like_dgx_os_docker_with_the_nvidia_runtime(healthy: Node) -> None:
+    version = healthy.ssh("docker version")
+    assert version.returncode == 0
+    assert version.stdout.startswith(captures.body("dgx-spark-docker-version.txt"))  # as captured on a DGX Spark
+    info = healthy.ssh("docker info").stdout
+    assert " Runtimes: io.containerd.runc.v2 nvidia runc\n Default Runtime: runc\n" in info
+    assert " Architecture: aarch64\n" in info and " Server Version: 28.5.1\n" in info
+    assert json.loads(healthy.ssh("cat /etc/docker/daemon.json").stdout) == {
+        "runtimes": {"nvidia": {"args": [], "path": "nvidia-container-runtime"}}}
+
+
+def test_a_stopped_docker_answers_like_the_real_cli(tmp_path: Path, keypair: Path, slot: int) -> None:
+    with running({"docker": {"running": False}}, tmp_path, keypair, slot) as node:
+        result = node.ssh("docker info")
+        assert result.returncode == 1
+        assert result.stderr == "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?\n"
+        assert node.ssh("systemctl is-active docker").stdout == "inactive\n"
+        assert node.ssh("pgrep -x dockerd").returncode == 1
 
 
 def test_nvml_answers_through_ctypes_with_not_supported_memory(healthy: Node) -> None:
@@ -225,9 +249,11 @@ def test_rke2_containerd_2_serves_nri_and_config_yaml_carries_the_node_labels(he
 def test_nri_socket_is_served_only_by_rke2_containerd_2_with_nri(over: dict[str, Any], serves: bool) -> None:
     spec = hosts.host_spec(over)
     plans = hostfiles._process_plans(spec, {"hostname": "gpu-01", "node_ip": "10.0.0.2", "name": "gpu-01"})
-    listening = {p.exe.rsplit("/", 1)[-1]: p.listen for p in plans}
-    assert ("/run/nri/nri.sock" in listening["containerd"]) is serves
-    assert "/run/k3s/containerd/containerd.sock" in listening["containerd"]
+    listening = {p.exe: p.listen for p in plans}
+    rke2 = listening["/var/lib/rancher/rke2/data/v1.34.10-rke2r1/bin/containerd"]
+    assert ("/run/nri/nri.sock" in rke2) is serves
+    assert "/run/k3s/containerd/containerd.sock" in rke2
+    assert listening["/usr/bin/containerd"] == ("/run/containerd/containerd.sock",)  # Docker's, never NRI
 
 
 def test_the_node_cannot_write_the_real_root(healthy: Node) -> None:
@@ -292,7 +318,11 @@ def test_faults_hang_proprietary_missing_nvml_and_docker_cri(tmp_path: Path, key
         assert node.ssh("timeout 3 nvidia-smi").returncode == 124
         version = node.ssh("cat /proc/driver/nvidia/version").stdout
         assert version.startswith("NVRM version: NVIDIA UNIX Kernel Module for aarch64  580.95.05  Release Build")
-        assert "NVRM: GPU 000f:01:00.0: RmInitAdapter failed! (0x62:0x1a:2631)" in node.ssh("dmesg").stdout
+        dmesg = node.ssh("dmesg").stdout
+        assert "NVRM: GPU 000f:01:00.0: RmInitAdapter failed! (0x62:0x1a:2631)" in dmesg
+        # the kernel's pair of lines as captured (open-gpu-kernel-modules#789), timestamps and all
+        pattern = r"\[ *\d+\.\d{6}\] NVRM: GPU (\S+): RmInitAdapter failed! \(\S+\)\n\[ *\d+\.\d{6}\] NVRM: GPU \1: rm_init_adapter failed, device minor number 0\n"
+        assert re.search(pattern, captures.body("dmesg-rminitadapter-failed.txt")) and re.search(pattern, dmesg)
         missing = node.ssh("python3 -c 'import ctypes; ctypes.CDLL(\"libnvidia-ml.so.1\")'")
         assert missing.returncode == 1 and "libnvidia-ml.so.1: cannot open shared object file" in missing.stderr
         assert node.ssh("ldconfig -p | grep -c libnvidia-ml").stdout.strip() == "0"
@@ -410,7 +440,7 @@ def test_subnet_slots_are_exclusive_and_released() -> None:
     netns.destroy("dgxs-never-created")
 
 
-def test_a_changed_site_never_reaches_the_hosts_and_the_inventory_copies_its_claims(tmp_path: Path) -> None:
+def test_a_changed_site_never_reaches_the_hosts_the_inventory_copies_its_claims_and_crictl_agrees_with_the_api(tmp_path: Path) -> None:
     from pytest_dgxspark.testbed import Testbed
 
     site = tmp_path / "site"
@@ -433,3 +463,11 @@ def test_a_changed_site_never_reaches_the_hosts_and_the_inventory_copies_its_cla
         config = subprocess.run(["ssh", "-F", str(testbed.ssh_config), "gpu-01", "cat /etc/rancher/rke2/config.yaml"],
                                 capture_output=True, text=True, timeout=20).stdout
         assert "  - node.tirosh.ai/workload=ai\n" in config and "batch" not in config
+        world = json.loads((testbed.directory / "workload-world.json").read_text())["objects"]
+        for node in ("gpu-01", "dc-01"):
+            running_pods = sorted(o["metadata"]["name"] for o in world if o["kind"] == "Pod"
+                                  and o["spec"].get("nodeName") == node and o["status"].get("phase") == "Running")
+            crictl = subprocess.run(["ssh", "-F", str(testbed.ssh_config), node, "/var/lib/rancher/rke2/bin/crictl pods"],
+                                    capture_output=True, text=True, timeout=20).stdout.splitlines()
+            assert crictl[0].split() == ["POD", "ID", "CREATED", "STATE", "NAME", "NAMESPACE", "ATTEMPT", "RUNTIME"]
+            assert running_pods and sorted(line.split()[6] for line in crictl[1:]) == running_pods, node

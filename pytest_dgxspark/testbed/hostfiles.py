@@ -18,6 +18,9 @@ from pytest_dgxspark.testbed import captures, native
 SHIMS_DIR = Path(__file__).resolve().parent / "shims"
 # Top-level directories a node's tree may replace (overlayfs over the real root); /run is a fresh tmpfs.
 OVERLAID = ("etc", "usr", "var", "opt")
+# The machine's own /usr/local tools (a docker CLI, CUDA stubs) must not show through on a node.
+OPAQUE_DIRS = ("usr/local/bin", "usr/local/sbin")
+SHADOWED = ("docker", "nvidia-smi", "containerd", "crictl", "kubectl", "ctr")
 # Top-level directories the node gets fresh (tmpfs filled from the tree, nothing of the real machine's).
 TMPFS_DIRS = ("run", "root")
 RKE2_SOCKET = "/run/k3s/containerd/containerd.sock"
@@ -269,7 +272,8 @@ def _defaults_files(spec: dict[str, Any], context: dict[str, str]) -> dict[str, 
             '[grpc]\n  address = "/run/k3s/containerd/containerd.sock"\n\n'
             '[plugins."io.containerd.cri.v1.runtime"]\n  enable_cdi = true\n  cdi_spec_dirs = ["/etc/cdi", "/var/run/cdi"]\n\n'
             '[plugins."io.containerd.cri.v1.runtime".containerd.runtimes."runc"]\n  runtime_type = "io.containerd.runc.v2"\n'
-            '[plugins."io.containerd.cri.v1.runtime".containerd.runtimes."runc".options]\n  SystemdCgroup = true\n' + runtimes),
+            '[plugins."io.containerd.cri.v1.runtime".containerd.runtimes."runc".options]\n  SystemdCgroup = true\n' + runtimes
+            + ('' if spec.get("nri", True) else '\n[plugins."io.containerd.nri.v1.nri"]\n  disable = true\n')),
         "/var/lib/rancher/rke2/agent/etc/kubelet.conf.d/00-rke2-defaults.conf": (
             "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncgroupDriver: systemd\n"
             f"containerRuntimeEndpoint: unix://{RKE2_SOCKET}\nclusterDNS:\n- 10.43.0.10\nclusterDomain: cluster.local\n"),
@@ -336,6 +340,11 @@ def render(name: str, spec: dict[str, Any], root: Path, *, node_ip: str, prefix:
                        ("/usr/bin/journalctl", "journalctl"), ("/var/lib/rancher/rke2/bin/crictl", "crictl"),
                        ("/var/lib/rancher/rke2/bin/ctr", "ctr")):
         _install_shim(root, path, shim, python)
+    docker = spec.get("docker") or {}
+    if docker.get("installed"):
+        _install_shim(root, "/usr/bin/docker", "docker", python)
+        runtimes = {"nvidia": {"args": [], "path": "nvidia-container-runtime"}} if docker.get("nvidia_runtime") else {}
+        _write(root, "/etc/docker/daemon.json", json.dumps({"runtimes": runtimes}, indent=4) + "\n" if runtimes else "{}\n")
     ldconfig_shim = _install_shim(root, f"{state_dir}/shims/ldconfig", "ldconfig", python)
     faults = spec.get("faults") or {}
     if faults:
@@ -388,11 +397,24 @@ def render(name: str, spec: dict[str, Any], root: Path, *, node_ip: str, prefix:
         for file in sorted(p for p in src.rglob("*") if p.is_file() or p.is_symlink()):
             _write(root, "/" + file.relative_to(src).as_posix(), file.read_bytes(), file.stat().st_mode & 0o7777)
     _write(root, f"{state_dir}/node.json", json.dumps(_state(spec, node_ip), indent=1, sort_keys=True))
+    for local in OPAQUE_DIRS:  # only the node's own /usr/local/{bin,sbin} (rke2), nothing of the machine's
+        _opaque(root / local)
     served = {p for plan in plans for p in plan.listen}
     serve = tuple(p for p in [RKE2_SOCKET] if spec.get("containerd_socket", True) and p not in served)
     tops = tuple(t for t in OVERLAID if (root / t).is_dir())
     return Rendered(root=root, overlays=tops, processes=tuple(plans), devices=tuple(devices), serve_sockets=serve,
                     proc_driver=(root / "proc/driver").is_dir(), modules_file=modules, ldconfig_shim=ldconfig_shim)
+
+
+def _opaque(directory: Path) -> None:
+    """Hide what the machine has below this directory (overlayfs opaque dir); else hide the names shims shadow."""
+    directory.mkdir(parents=True, exist_ok=True)
+    try:
+        os.setxattr(directory, "trusted.overlay.opaque", b"y")
+    except OSError:
+        for name in SHADOWED:
+            if os.path.lexists(f"/{directory.relative_to(directory.parents[2])}/{name}") and not (directory / name).exists():
+                os.mknod(directory / name, 0o020000, os.makedev(0, 0))  # an overlayfs whiteout
 
 
 def _unit_file(unit: str, service: dict[str, Any]) -> str:
@@ -449,6 +471,10 @@ def _state(spec: dict[str, Any], node_ip: str) -> dict[str, Any]:
     state["runtime_endpoint"] = f"unix://{RKE2_SOCKET}"
     state["kernel_log"] = list(spec.get("kernel_log") or []) + _kernel_log(spec)
     state["containers"] = spec.get("containers") or []
+    state["pods"] = spec.get("pods") or []
+    state["docker"] = spec.get("docker") or {}
+    state["os_pretty"] = spec["os"].get("pretty_name", "")
+    state["cpus"], state["memory_kib"] = spec["cpus"], spec["memory_kib"]
     return state
 
 
@@ -459,6 +485,8 @@ def _kernel_log(spec: dict[str, Any]) -> list[str]:
     lines = ["nvidia: loading out-of-tree module taints kernel.",
              f"NVRM: loading {proc_version({**driver, 'arch': spec['arch']}).splitlines()[0].removeprefix('NVRM version: ')}"]
     if driver.get("flavour") != "open":  # Blackwell runs only on the open modules (gpu-stack-facts F1); Hopper on both
-        lines += [f"NVRM: GPU {short_bus_id(g['bus_id'])}: RmInitAdapter failed! (0x62:0x1a:2631)" for g in spec["gpus"]
-                  if g.get("family", "blackwell") == "blackwell"]
+        for minor, g in enumerate(spec["gpus"]):  # the pair of lines captures/dmesg-rminitadapter-failed.txt shows
+            if g.get("family", "blackwell") == "blackwell":
+                lines += [f"NVRM: GPU {short_bus_id(g['bus_id'])}: RmInitAdapter failed! (0x62:0x1a:2631)",
+                          f"NVRM: GPU {short_bus_id(g['bus_id'])}: rm_init_adapter failed, device minor number {minor}"]
     return lines

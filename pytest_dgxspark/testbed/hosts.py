@@ -77,6 +77,11 @@ DEFAULTS: dict[str, Any] = {
     "outputs": {},             # verbatim command results: "<command line>" -> text | {capture} | {stdout, stderr, rc}
     "journals": {},            # unit -> its journal (journalctl -u <unit>): text | {capture}
     "faults": {},              # SSH session faults: drop_after, freeze_after (commands), latency_ms
+    # DGX OS ships Docker (docker.service, dockerd) over a system containerd (containerd.service, /usr/bin/containerd,
+    # /run/containerd/containerd.sock), the nvidia runtime registered by nvidia-ctk; versions as captured on a DGX
+    # Spark (captures/dgx-spark-docker-version.txt). RKE2 never uses them.
+    "docker": {"installed": True, "running": True, "version": "28.5.1", "containerd_version": "v1.7.28",
+               "containerd_commit": "b98a3aace656320842a23f4a392a33f46af97866", "nvidia_runtime": True},
     "unreachable": False,
 }
 
@@ -136,9 +141,37 @@ def host_spec(spec: dict[str, Any] | None, *, name: str | None = None, role: str
             except ValueError as exc:
                 problems.append(str(exc))
     problems += _fault_problems(merged.get("faults"))
+    if isinstance(merged.get("docker"), dict):
+        _add_docker(merged)
+    elif merged.get("docker") is not None:
+        problems.append(f"docker must be a mapping (installed, running, version, ...) or null, got {merged['docker']!r}")
     if problems:
         raise ValueError("nodes.<name>.host: " + "; ".join(problems))
     return merged
+
+
+DOCKERD = "/usr/bin/dockerd -H fd:// --containerd=/run/containerd/containerd.sock"  # Docker's own docker.service
+SYSTEM_CONTAINERD = "/usr/bin/containerd"  # containerd.service (containerd.io): serves /run/containerd/containerd.sock
+
+
+def _add_docker(spec: dict[str, Any]) -> None:
+    """Docker and the system containerd as DGX OS installs them: units, and when running their daemons."""
+    docker = spec["docker"]
+    if not docker.get("installed", True):
+        return
+    running = bool(docker.get("running", True))
+    state = {"active": "active" if running else "inactive", "enabled": "enabled" if running else "disabled"}
+    services = spec.setdefault("services", {})
+    services.setdefault("docker", {"description": "Docker Application Container Engine", "main": "dockerd",
+                                   "path": "/usr/lib/systemd/system/docker.service", "exec": DOCKERD, **state})
+    services.setdefault("containerd", {"description": "containerd container runtime", "main": "containerd",
+                                       "path": "/usr/lib/systemd/system/containerd.service", "exec": SYSTEM_CONTAINERD, **state})
+    if running:
+        listed = [str(p if isinstance(p, str) else " ".join(p)).split()[0] for p in spec["processes"]]
+        if not any(os.path.basename(head) == "dockerd" for head in listed):
+            spec["processes"] = [*spec["processes"], DOCKERD]
+        if SYSTEM_CONTAINERD not in listed:
+            spec["processes"] = [*spec["processes"], SYSTEM_CONTAINERD]
 
 
 FAULT_KEYS = {"drop_after": "commands after which the SSH connection is dropped (sshd killed: later connects refused)",

@@ -78,6 +78,28 @@ def host_metadata(node: dict[str, Any]) -> dict[str, Any]:
     return meta
 
 
+def cri_snapshot(objects_: list[dict[str, Any]]) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """Per node, the CRI view of the pods the API shows running there (crictl pods / ps agree with the API)."""
+    import hashlib
+
+    out: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for obj in objects_:
+        spec, status, meta = obj.get("spec") or {}, obj.get("status") or {}, obj.get("metadata") or {}
+        if obj.get("kind") != "Pod" or not spec.get("nodeName") or status.get("phase") != "Running":
+            continue
+        node = out.setdefault(spec["nodeName"], {"pods": [], "containers": []})
+        sandbox = hashlib.sha256(str(meta.get("uid", meta.get("name"))).encode()).hexdigest()
+        node["pods"].append({"id": sandbox, "name": meta["name"], "namespace": meta.get("namespace", ""),
+                             "runtime": spec.get("runtimeClassName") or "(default)"})
+        for cs in status.get("containerStatuses") or []:
+            if "running" not in (cs.get("state") or {}):
+                continue
+            node["containers"].append({"id": str(cs.get("containerID", "")).split("://")[-1], "image": cs["image"],
+                                       "name": cs["name"], "pod_id": sandbox, "pod": meta["name"],
+                                       "namespace": meta.get("namespace", ""), "attempt": cs.get("restartCount", 0)})
+    return out
+
+
 class Testbed:
     """A simulated DGX Spark cluster described by a scenario, living in `directory` until `down()`."""
 
@@ -146,20 +168,21 @@ class Testbed:
         key = self.directory / "id_ed25519"
         public_key = write_keypair(key)
         known: list[str] = []
+        ctx = objects.make_context(self.scenario, site_vars, chart, node_ips)
+        workload_world = objects.build_workload(ctx)  # built first: each host's crictl lists its pods' containers
         if not self._without_hosts:
-            known = self._start_hosts(state, links, public_key, site_vars)
+            known = self._start_hosts(state, links, public_key, site_vars, cri_snapshot(workload_world.objects))
         (self.directory / "known_hosts").write_text("".join(known))
         context, mgmt_context = site_vars["rke2_context_name"], site_vars.get("argocd_context", "argocd")
         server_name = self.scenario.server_name()
         pki_dir = self.directory / "pki"
         pki_dir.mkdir(mode=0o700, exist_ok=True)
         entries = []
-        ctx = objects.make_context(self.scenario, site_vars, chart, node_ips)
         workload_ip = links[server_name].node_ip
         ca, token = self._cluster_pki(pki_dir, "workload", workload_ip, server_name)
         entries.append(pki.kubeconfig_entry(context, f"https://{workload_ip}:{API_PORT}", ca, self._client(pki_dir, "workload")))
         self.contexts = {"workload": context}
-        worlds = {"workload": (objects.build_workload(ctx), self.scenario.cluster, links[server_name])}
+        worlds = {"workload": (workload_world, self.scenario.cluster, links[server_name])}
         if with_mgmt:
             mgmt_ip = links["argocd-mgmt"].node_ip
             mca, _ = self._cluster_pki(pki_dir, "management", mgmt_ip, "argocd-mgmt")
@@ -193,11 +216,14 @@ class Testbed:
         _write_state(self.directory, {**state, "contexts": self.contexts, "up": True})
 
     def _start_hosts(self, state: dict[str, Any], links: dict[str, netns.Link], public_key: str,
-                     site_vars: dict[str, Any]) -> list[str]:
+                     site_vars: dict[str, Any], cri: dict[str, dict[str, list[dict[str, Any]]]]) -> list[str]:
         hosts = importlib.import_module("pytest_dgxspark.testbed.hosts")
         known = []
         for name, spec in self.scenario.nodes.items():
             host = {**host_metadata(spec or {}), **((spec or {}).get("host") or {})}
+            snapshot = cri.get(name, {})
+            host["containers"] = list(host.get("containers") or []) + snapshot.get("containers", [])
+            host["pods"] = snapshot.get("pods", [])
             node_dir = self.directory / "nodes" / name
             host_key_dir = self.directory / "hostkeys" / name
             host_key_dir.mkdir(parents=True, exist_ok=True)

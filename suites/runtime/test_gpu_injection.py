@@ -100,6 +100,12 @@ def test_gpu_injection_goes_through_rke2_containerd(
         ))
 
 
+def _past_init(pod: dict[str, Any]) -> bool:
+    """Every init container of the pod has completed (exit 0): its main container runs or has run."""
+    inits = (pod.get("status") or {}).get("initContainerStatuses") or []
+    return all(((s.get("state") or {}).get("terminated") or {}).get("exitCode") == 0 for s in inits)
+
+
 @pytest.mark.rule("ADR-0002.gpu-injection")
 def test_toolkit_nri_plugin_and_cdi_specs_serve_the_node(
     host_target: HostTarget, host_node: dict[str, Any], cluster: Any, site_values: dict[str, Any],
@@ -116,8 +122,12 @@ def test_toolkit_nri_plugin_and_cdi_specs_serve_the_node(
     if not toolkit:
         not_applicable(f"no nvidia-container-toolkit-daemonset pod is scheduled on node {node_name}, so the NRI plugin "
                        "and the CDI specs it writes cannot be judged here; operator-components judges the missing pod")
+    started = [p for p in toolkit if _past_init(p)]
+    if not started:
+        not_applicable(f"the toolkit pod on node {node_name} still waits in its init containers (driver-validation): "
+                       "its NRI plugin has not started; the driver's layers (host-driver, driver-source) judge the wait")
     specs = evidence.command(host_target, CDI_SPECS)
-    not_ready = [pod_summary(p) for p in toolkit if not pod_ready(p)]
+    not_ready = [pod_summary(p) for p in started if not pod_ready(p)]
     require(not not_ready, (
         f"{host_target.where}: the NRI plugin runs in the toolkit DaemonSet; its pod on {node_name} is not Ready: "
         + "; ".join(f"{p['name']} {p['phase']} {' '.join(p.get('waiting') or [])}".rstrip() for p in not_ready)
