@@ -96,6 +96,7 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "signoff.security": ("정보보호 책임자", "Security officer"),
     "name": ("성명", "Name"),
     "signature": ("서명", "Signature"),
+    "verify_covers": ("매니페스트, in-toto 증명, CTRF, 서명", "manifest, in-toto attestation, CTRF, signature"),
     "integrity": ("무결성: 이 번들은 MANIFEST.sha256으로 검증합니다",
                   "Integrity: verify this bundle against MANIFEST.sha256"),
     "status.passed": ("통과", "passed"),
