@@ -142,3 +142,17 @@ def test_chromium_is_told_to_resolve_no_host_and_print_without_headers() -> None
     command = pdf_module.command("chromium", Path("/p"), Path("/r/summary.html"), Path("/r/summary.pdf"))
     assert "--host-resolver-rules=MAP * ~NOTFOUND" in command and "--no-pdf-header-footer" in command
     assert command[-2:] == ["--print-to-pdf=/r/summary.pdf", "file:///r/summary.html"]
+
+
+def test_a_failed_print_is_a_bundle_problem_and_the_rest_of_the_bundle_is_still_sealed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _fake_chromium(tmp_path, monkeypatch, "echo 'Trace/breakpoint trap' >&2; exit 133")
+    monkeypatch.setattr(bundle_module, "chromium", pdf_module.chromium)
+    run_dir = write_example_bundle(tmp_path / "run", example_results())
+    outcome = finish_bundle(run_dir, "en")
+    assert outcome.written == ("summary.html", "ctrf.json", "attestation.intoto.json", "MANIFEST.sha256")
+    assert len(outcome.problems) == 1
+    assert outcome.problems[0].startswith("summary.pdf not written: ")
+    assert outcome.problems[0].endswith("exited 133 without a PDF: Trace/breakpoint trap")
+    assert cli.main(["verify", str(run_dir)]) == 0

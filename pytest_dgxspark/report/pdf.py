@@ -27,7 +27,11 @@ def chromium() -> str | None:
 
 
 def command(binary: str, profile: Path, source: Path, target: Path) -> list[str]:
-    """Chromium's print-to-PDF command: no network (every host name fails to resolve), no first-run work."""
+    """Chromium's print-to-PDF command: no network (every host name fails to resolve), no first-run work.
+
+    --no-sandbox: the runner is often root, where Chromium refuses its sandbox; the page is our own static
+    HTML (no script, no remote resource), opened from a file.
+    """
     return [
         binary, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--no-default-browser-check",
         "--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-extensions",
