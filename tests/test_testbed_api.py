@@ -468,10 +468,58 @@ def test_kubectl_server_side_apply_of_a_namespace_and_configmap(tb: Testbed) -> 
 
 
 @needs_kubectl
-def test_kubectl_create_of_a_typed_object_fails_clearly(tb: Testbed) -> None:
-    proc = _kubectl(tb, "create", "namespace", "typed", ok=False)
-    assert proc.returncode == 1 and "415" not in proc.stderr
-    assert "the testbed does not decode application/vnd.kubernetes.protobuf" in proc.stderr
+def test_kubectl_create_sends_protobuf_that_the_testbed_decodes(tb: Testbed) -> None:
+    assert _kubectl(tb, "create", "namespace", "typed").stdout.strip() == "namespace/typed created"
+    assert _kubectl(tb, "create", "configmap", "cm", "-n", "typed", "--from-literal=alpha=one", "--from-literal=beta=two",
+                    "--save-config").stdout.strip() == "configmap/cm created"
+    _kubectl(tb, "create", "secret", "generic", "s", "-n", "typed", "--from-literal=user=admin", "--type=kubernetes.io/basic-auth")
+    _kubectl(tb, "create", "serviceaccount", "robot", "-n", "typed")
+    v1 = client.CoreV1Api(_api(tb))
+    ns = v1.read_namespace("typed")
+    assert ns.spec.finalizers == ["kubernetes"] and ns.metadata.labels == {"kubernetes.io/metadata.name": "typed"}
+    cm = v1.read_namespaced_config_map("cm", "typed")
+    assert cm.data == {"alpha": "one", "beta": "two"}
+    assert json.loads(cm.metadata.annotations["kubectl.kubernetes.io/last-applied-configuration"])["data"] == cm.data
+    secret = v1.read_namespaced_secret("s", "typed")
+    assert secret.type == "kubernetes.io/basic-auth" and base64.b64decode(secret.data["user"]) == b"admin"
+    assert v1.read_namespaced_service_account("robot", "typed").metadata.name == "robot"
+
+
+def test_a_protobuf_body_of_another_kind_is_refused_not_guessed(raw: Raw) -> None:
+    body = b"k8s\x00" + bytes([0x0A, 0x0F, 0x0A, 0x07]) + b"apps/v1" + bytes([0x12, 0x04]) + b"Deps"
+    code, _, answer = raw("POST", "/apis/apps/v1/namespaces/default/deployments", body, "application/vnd.kubernetes.protobuf")
+    assert code == 415 and answer["reason"] == "UnsupportedMediaType"
+    assert answer["message"].endswith("(the testbed decodes protobuf bodies of ConfigMap, Secret, Namespace, ServiceAccount, "
+                                      "Eviction only, not Deps)")
+
+
+def test_deletecollection_deletes_what_the_selector_matches(raw: Raw) -> None:
+    for name, team in (("dc-a", "x"), ("dc-b", "x"), ("dc-c", "y")):
+        raw("POST", "/api/v1/namespaces/default/configmaps", {**_configmap(name), "metadata": {"name": name, "labels": {"dc-team": team}}})
+    code, _, answer = raw("DELETE", "/api/v1/namespaces/default/configmaps?labelSelector=dc-team%3Dx")
+    assert code == 200 and answer["kind"] == "ConfigMapList" and [i["metadata"]["name"] for i in answer["items"]] == ["dc-a", "dc-b"]
+    _, _, left = raw("GET", "/api/v1/namespaces/default/configmaps?labelSelector=dc-team")
+    assert [i["metadata"]["name"] for i in left["items"]] == ["dc-c"]
+    assert raw("DELETE", "/api/v1/configmaps")[0] == 405
+
+
+@needs_kubectl
+def test_kubectl_drain_evicts_all_but_daemonset_and_mirror_pods(tmp_path: Path) -> None:
+    bed = Testbed("healthy", tmp_path, _without_hosts=True).up()
+    try:
+        proc = _kubectl(bed, "drain", "gpu-01", "--ignore-daemonsets", "--delete-emptydir-data", "--force", "--timeout=20s")
+        assert proc.stdout.splitlines()[-1] == "node/gpu-01 drained"
+        evicted = [line.split()[0] for line in proc.stdout.splitlines() if line.endswith(" evicted")]
+        assert any(e.startswith("pod/rke2-coredns-") for e in evicted) and any(e.startswith("pod/gpu-operator-") for e in evicted)
+        assert not any(e.startswith(("pod/kube-apiserver-", "pod/etcd-", "pod/nvidia-device-plugin-")) for e in evicted)
+        pods = client.CoreV1Api(_api(bed)).list_pod_for_all_namespaces().items
+        owners = {(p.metadata.owner_references or [client.V1OwnerReference(api_version="", kind="none", name="", uid="")])[0].kind
+                  for p in pods}
+        assert owners <= {"DaemonSet", "Node"}, owners
+        assert any(p.metadata.name == "kube-apiserver-gpu-01" for p in pods)  # a mirror pod stays
+        assert client.CoreV1Api(_api(bed)).read_node("gpu-01").spec.unschedulable is True
+    finally:
+        bed.down()
 
 
 # --- tables, logs, owners -------------------------------------------------------------------------------------

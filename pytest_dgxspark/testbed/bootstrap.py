@@ -1,8 +1,9 @@
-"""Objects a real control plane keeps by itself: the `default/kubernetes` Service and Endpoints, node heartbeat Leases,
-leader-election Leases, and the testbed's self-identification on every Node."""
+"""What a real control plane keeps by itself: the `default/kubernetes` Service and Endpoints, node heartbeat and leader
+Leases, controllers' marks (Job selectors, mirror pods, operand owners), and the testbed's identity on every Node."""
 
 from __future__ import annotations
 
+import hashlib
 import time
 import uuid
 from typing import Any
@@ -80,6 +81,7 @@ def controller_marks(objects: list[dict[str, Any]]) -> None:
     for obj in objects:
         if obj.get("kind") != "Pod":
             continue
+        _mirror(obj)
         for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
             if ref.get("kind") == "Job" and ref.get("controller") and ref.get("uid") in jobs:
                 md = obj["metadata"]
@@ -94,6 +96,17 @@ def controller_marks(objects: list[dict[str, Any]]) -> None:
         if obj.get("kind") == "DaemonSet" and (md.get("labels") or {}).get("app.kubernetes.io/managed-by") == "gpu-operator" \
                 and not md.get("ownerReferences"):
             md["ownerReferences"] = [dict(owner)]
+
+
+def _mirror(pod: dict[str, Any]) -> None:
+    """A static pod's API object is the kubelet's mirror pod: owned by its Node and annotated so (`kubectl drain` skips it)."""
+    md = pod.get("metadata") or {}
+    if not any(ref.get("kind") == "Node" and ref.get("controller") for ref in md.get("ownerReferences") or []):
+        return
+    digest = hashlib.md5(f"{md.get('namespace')}/{md.get('name')}".encode()).hexdigest()  # noqa: S324 - a name, not security
+    md["annotations"] = {"kubernetes.io/config.hash": digest, "kubernetes.io/config.mirror": digest,
+                         "kubernetes.io/config.seen": ts(time.time() - 2 * 86400), "kubernetes.io/config.source": "file",
+                         **(md.get("annotations") or {})}
 
 
 def _job_labels(uid: str, name: str) -> dict[str, str]:

@@ -44,16 +44,20 @@ def _route(h: Exchange, method: str, path: str, query: dict[str, str], body: byt
         raise no_route()
     name = rest[1] if len(rest) > 1 else None
     sub = rest[2] if len(rest) > 2 else ""
-    if len(rest) > 3 or sub not in ("", "log", "status") or (sub == "log" and not (r.plural == "pods" and method == "GET")) \
-            or (sub == "status" and not writes.has_status(r)):
+    if len(rest) > 3 or sub not in ("", "log", "status", "eviction") or (sub == "status" and not writes.has_status(r)) \
+            or (sub in ("log", "eviction") and r.plural != "pods"):
         raise no_route()
+    if sub == "log" and method != "GET" or sub == "eviction" and method != "POST":
+        raise method_not_allowed()
+    if sub == "eviction":
+        return writes.evict(h, r, namespace or "", name or "", body, query)
     if method == "GET" and sub == "log":
         return _pod_log(h, namespace or "", name or "", query)
     if method == "GET" and name:
         return _get(h, r, namespace, name)
     if method == "GET":
         return (_watch if query.get("watch") in ("true", "1") else _list)(h, r, namespace, query)
-    if not r.writable or (r.namespaced and namespace is None and method == "POST"):
+    if not r.writable or (r.namespaced and namespace is None and not name and method in ("POST", "DELETE")):
         raise method_not_allowed()
     if method == "POST" and not name:
         return writes.create(h, r, namespace, body, query)
@@ -63,6 +67,12 @@ def _route(h: Exchange, method: str, path: str, query: dict[str, str], body: byt
         return writes.patch(h, r, namespace, name, body, query, sub)
     if method == "DELETE" and name and not sub:
         return writes.delete(h, r, namespace, name, query, body)
+    if method == "DELETE" and not name:
+        try:
+            match = _matcher(r, query)
+        except SelectorError as exc:
+            raise ApiError(400, "BadRequest", str(exc)) from None
+        return writes.delete_collection(h, r, namespace, query, body, match)
     raise method_not_allowed()
 
 

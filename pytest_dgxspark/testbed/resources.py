@@ -111,6 +111,8 @@ def resource_list(group_version: str) -> dict[str, Any] | None:
                  "verbs": ["get", "patch", "update"]} for r in found.values() if r.plural in WITH_STATUS]
     if group_version == "v1":
         entries.append({"name": "pods/log", "singularName": "", "namespaced": True, "kind": "Pod", "verbs": ["get"]})
+        entries.append({"name": "pods/eviction", "singularName": "", "namespaced": True, "group": "policy", "version": "v1",
+                        "kind": "Eviction", "verbs": ["create"]})
     return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": entries}
 
 

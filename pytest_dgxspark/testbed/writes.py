@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from pytest_dgxspark.testbed import bootstrap, fieldmanager, openapi, patches, resources
+from pytest_dgxspark.testbed import bootstrap, fieldmanager, openapi, patches, protobuf, resources
 from pytest_dgxspark.testbed.podshape import SUFFIX_ALPHABET, ts
 from pytest_dgxspark.testbed.reply import ApiError, Exchange, bad_request, conflict, details, invalid, not_found, qualified
 from pytest_dgxspark.testbed.resources import Resource
@@ -49,9 +49,15 @@ def manager(h: Exchange, query: dict[str, str]) -> str:
 
 def parse_body(h: Exchange, body: bytes) -> dict[str, Any]:
     kind = (h.headers.get("Content-Type") or "application/json").split(";")[0].strip()
-    if kind in ("application/vnd.kubernetes.protobuf", "application/cbor"):  # typed clients (kubectl create <kind>)
+    if kind == protobuf.CONTENT_TYPE:  # kubectl's typed clients: create namespace|configmap|secret, drain
+        try:
+            return protobuf.decode(body)
+        except protobuf.ProtobufError as exc:
+            raise ApiError(415, "UnsupportedMediaType", "the body of the request was in an unknown format - accepted media "
+                           f"types include: application/json, application/yaml ({exc})") from None
+    if kind == "application/cbor":
         raise ApiError(415, "UnsupportedMediaType", "the body of the request was in an unknown format - accepted media types "
-                       "include: application/json, application/yaml (the testbed does not decode " + kind + ")")
+                       "include: application/json, application/yaml, application/vnd.kubernetes.protobuf")
     try:
         obj = yaml.safe_load(body or b"{}") if "yaml" in kind else json.loads(body or b"{}")
     except (ValueError, yaml.YAMLError) as exc:
@@ -346,8 +352,10 @@ def _apply(h: Exchange, r: Resource, namespace: str | None, name: str, body: byt
 # --- delete -------------------------------------------------------------------------------------------------------
 
 
-def delete(h: Exchange, r: Resource, namespace: str | None, name: str, query: dict[str, str], body: bytes) -> None:
+def delete(h: Exchange, r: Resource, namespace: str | None, name: str, query: dict[str, str], body: bytes,
+           answer: Any = None) -> None:
     store = h.server.store
+    reply_with = answer or (lambda obj: h.send_json(200, obj))
     if r.plural == "namespaces" and name in PROTECTED_NAMESPACES:
         raise ApiError(403, "Forbidden", f'namespaces "{name}" is forbidden: this namespace may not be deleted', details(r, name))
     try:
@@ -384,19 +392,47 @@ def delete(h: Exchange, r: Resource, namespace: str | None, name: str, query: di
     if rehearse:
         if graceful:
             mark(current)
-        return h.send_json(200, _deleted_answer(r, current, graceful))
+        return reply_with(_deleted_answer(r, current, graceful))
     if not graceful:
         gone = store.delete(r.key, namespace or "", name)
         if gone is None:
             raise not_found(r, name)
-        return h.send_json(200, _deleted_answer(r, gone, False))
+        return reply_with(_deleted_answer(r, gone, False))
     marked = store.update(r.key, namespace or "", name, mark)
     if marked is None:
         raise not_found(r, name)
-    h.send_json(200, marked)
+    reply_with(marked)
     if r.plural in ("pods", "namespaces"):
         delay = 0.0 if grace is not None and int(grace) == 0 else 0.2
         threading.Thread(target=_finish_delete, args=(h.server, r, namespace or "", name, delay), daemon=True).start()
+
+
+def delete_collection(h: Exchange, r: Resource, namespace: str | None, query: dict[str, str], body: bytes, match: Any) -> None:
+    """DELETE on a collection (deletecollection): each matching object deleted as by DELETE; the answer is the List of
+    the objects as listed before (registry Store.DeleteCollection)."""
+    items, rv = h.server.store.list(r.key, namespace)
+    doomed = [o for o in items if match(o) and not (r.plural == "namespaces" and o["metadata"]["name"] in PROTECTED_NAMESPACES)]
+    for obj in doomed:
+        try:
+            delete(h, r, obj["metadata"].get("namespace"), obj["metadata"]["name"], query, body, answer=lambda _: None)
+        except ApiError as error:
+            if error.code != 404:  # gone meanwhile: nothing left to delete
+                raise
+    h.send_json(200, {"kind": f"{r.kind}List", "apiVersion": r.group_version, "metadata": {"resourceVersion": str(rv)},
+                      "items": doomed})
+
+
+def evict(h: Exchange, r: Resource, namespace: str, name: str, body: bytes, query: dict[str, str]) -> None:
+    """POST pods/<name>/eviction (policy/v1 Eviction, as `kubectl drain` sends it): a graceful delete of the pod.
+
+    No PodDisruptionBudget exists in the testbed, so every eviction is allowed.
+    """
+    eviction = parse_body(h, body)
+    if (eviction.get("metadata") or {}).get("name") not in (None, "", name):
+        raise bad_request("name in URL does not match name in Eviction object")
+    options = eviction.get("deleteOptions") or {}
+    delete(h, r, namespace, name, query, json.dumps(options).encode(), answer=lambda _: h.send_json(
+        201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}))
 
 
 def _deleted_answer(r: Resource, obj: dict[str, Any], graceful: bool) -> dict[str, Any]:
