@@ -693,3 +693,12 @@ def test_a_continue_token_older_than_the_history_is_410_expired_with_a_fresh_tok
     assert info.value.body["message"].startswith("The provided continue parameter is too old to display a consistent list")
     rest = paging.list_page(s, "/configmaps", None, {"continue": info.value.body["metadata"]["continue"]}, lambda o: True, False)
     assert [o["metadata"]["name"] for o in rest.items] == ["c1", "c2", "d0", "d1", "d2", "d3", "d4"]
+
+
+def test_the_verbs_do_not_import_the_server() -> None:
+    import sys
+
+    code = ("import sys, pytest_dgxspark.testbed.handlers, pytest_dgxspark.testbed.writes; "
+            "print(sorted(m for m in sys.modules if m == 'pytest_dgxspark.testbed.apiserver'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True).stdout
+    assert out.strip() == "[]"

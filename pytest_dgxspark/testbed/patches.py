@@ -10,8 +10,6 @@ MERGE = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 STRATEGIC = "application/strategic-merge-patch+json"
 APPLY = "application/apply-patch+yaml"
-APPLY_CBOR = "application/apply-patch+cbor"
-TYPES = (JSON_PATCH, MERGE, STRATEGIC, APPLY)
 
 # patchMergeKey of the built-in types' lists (k8s.io/api `patchStrategy:"merge" patchMergeKey:"..."` struct tags);
 # lists not named here are atomic (replaced whole), like `taints` and `tolerations`

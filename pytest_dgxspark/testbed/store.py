@@ -119,7 +119,6 @@ class Store:
         # (resourceVersion, resource, event type, object after, object before): watches and consistent list pages
         self._history: deque[tuple[int, str, str, dict[str, Any], dict[str, Any] | None]] = deque(maxlen=HISTORY)
         self.cond = threading.Condition()
-        self.on_change: list[Callable[[str, str, dict[str, Any]], None]] = []
 
     @property
     def resource_version(self) -> int:
@@ -142,10 +141,7 @@ class Store:
             self._objects[key] = obj
             if event:
                 self._record(resource, "MODIFIED" if existed else "ADDED", obj, copy.deepcopy(before))
-            snapshot = copy.deepcopy(obj)
-        for hook in self.on_change:
-            hook(resource, "MODIFIED" if existed else "ADDED", snapshot)
-        return snapshot
+            return copy.deepcopy(obj)
 
     def update(self, resource: str, namespace: str, name: str, change: Callable[[dict[str, Any]], None]) -> dict[str, Any] | None:
         """Apply `change` to the stored object under the lock; None when it is gone."""
@@ -178,10 +174,7 @@ class Store:
             new["metadata"]["resourceVersion"] = str(self._rv)
             self._objects[(resource, namespace, name)] = new
             self._record(resource, "MODIFIED", new, copy.deepcopy(old))
-            snapshot = copy.deepcopy(new)
-        for hook in self.on_change:
-            hook(resource, "MODIFIED", snapshot)
-        return snapshot, True
+            return copy.deepcopy(new), True
 
     def delete(self, resource: str, namespace: str, name: str) -> dict[str, Any] | None:
         with self.cond:
