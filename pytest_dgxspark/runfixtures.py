@@ -65,3 +65,11 @@ def targets(pytestconfig: pytest.Config, request: pytest.FixtureRequest) -> Targ
 
         remember_file_secrets(Path(testbed.kubeconfig), "the testbed's kubeconfig")
     return tgt
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_dgxspark_results(config: pytest.Config, results: dict) -> None:
+    """Earlier runs' CUDA sample namespaces this run found (and what it did), for results.json and the summary."""
+    from pytest_dgxspark.cudarun import leftover_report, leftovers_key
+
+    results["leftover_namespaces"] = leftover_report(config.stash.get(leftovers_key, None))

@@ -8,47 +8,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kubernetes.client.exceptions import ApiException
 
+from pytest_dgxspark.cudarun import CudaRun, leftovers_key
 from pytest_dgxspark.fixtures import cuda_timeout
-
-
-class CudaNamespace:
-    """The run's dgxspark-cuda-<runid> namespace; `delete()` is idempotent."""
-
-    def __init__(self, cluster: Any, name: str) -> None:
-        self.cluster = cluster
-        self.name = name
-        self.created = False
-        self.deleted = False
-
-    def create(self) -> None:
-        body = {
-            "apiVersion": "v1", "kind": "Namespace",
-            "metadata": {"name": self.name, "labels": {
-                "app.kubernetes.io/managed-by": "pytest-dgxspark",
-                # vectorAdd runs as the image's user; baseline admits it also on CIS (restricted) clusters
-                "pod-security.kubernetes.io/enforce": "baseline",
-            }},
-        }
-        self.created = True  # from the first attempt on: a lost answer may still have created it, so always delete
-        try:
-            self.cluster.call(self.cluster.core.create_namespace, body, _request_timeout=(10, 30))
-        except ApiException as error:
-            # 409: an earlier attempt whose answer was lost created it (the name is unique to this run)
-            if error.status != 409:
-                raise
-
-    def delete(self) -> None:
-        if not self.created or self.deleted:
-            return
-        try:
-            self.cluster.call(self.cluster.core.delete_namespace, self.name, propagation_policy="Background",
-                              _request_timeout=(10, 30))
-        except ApiException as error:
-            if error.status != 404:
-                raise
-        self.deleted = True
 
 
 def _run_id(config: pytest.Config) -> str:
@@ -61,10 +23,12 @@ def _run_id(config: pytest.Config) -> str:
 
 
 @pytest.fixture
-def cuda_namespace(request: pytest.FixtureRequest, cluster: Any) -> Iterator[CudaNamespace]:
-    """A namespace for the CUDA sample, deleted at teardown, at exit and by the test's own finally."""
-    name = f"dgxspark-cuda-{_run_id(request.config)}"[:63].rstrip("-")
-    namespace = CudaNamespace(cluster, name)
+def cuda_namespace(request: pytest.FixtureRequest, cluster: Any) -> Iterator[CudaRun]:
+    """The run's namespace for the CUDA sample (run-id label, a Lease renewed while the run lives), deleted once:
+    by the test's own finally, else at teardown, else at exit; earlier runs' namespaces are reported in results."""
+    timeout = cuda_timeout(request.config)
+    namespace = CudaRun(cluster, _run_id(request.config), stale_after_s=timeout, wait_s=timeout)
+    request.config.stash[leftovers_key] = namespace
     atexit.register(namespace.delete)
     try:
         yield namespace

@@ -145,7 +145,9 @@ def test_cuda_sample_pod_passes_on_every_gpu_node(
     try:
         cuda_namespace.create()
         for name, gpu in pods.items():
-            create_pod(cluster, cuda_namespace.name, cuda_pod(name, image, gpu.node))
+            body = cuda_pod(name, image, gpu.node)
+            body["metadata"]["labels"].update(cuda_namespace.labels)  # the run id, as on the namespace
+            create_pod(cluster, cuda_namespace.name, body)
         phases = watch_until_done(cluster, cuda_namespace.name, set(pods), cuda_timeout_s)
         elapsed = round(time.monotonic() - started, 1)
         for name, gpu in pods.items():
