@@ -106,3 +106,19 @@ def test_a_missing_baseline_or_a_directory_without_results_is_refused(tmp_path: 
     assert str(excinfo.value) == (f"--dgxspark-baseline {tmp_path}: no results.json in this directory "
                                   "(expected an earlier results.json or bundle directory)")
     json.dumps(example_results())  # the example itself is JSON-able
+
+
+def test_a_baseline_of_another_cluster_is_called_out_first_and_uncompared_rules_are_named() -> None:
+    results = example_results()
+    results["drift"] = {
+        "other_cluster": {"key": "cluster_uid", "from": "aaaa", "to": "bbbb",
+                          "message": "the baseline is of another cluster (kube-system UID aaaa -> bbbb)"},
+        "compared_rules": [], "not_compared": ["ADR-0001.site-layout", "ADR-0001.role-alias"],
+        "baseline": {"path": "x", "run_id": "20260101T000000Z-aaaa", "started": "2026-01-01", "simulated": False,
+                     "verdict": "ACCEPTED", "integrity": "verified"},
+        "regressed": [], "recovered": [], "newly_waived": [], "status_changes": [], "provenance": []}
+    drift = render_summary(results, "en").split('<section id="drift">')[1].split("</section>")[0]
+    assert drift.index('id="other-cluster"') < drift.index("Baseline run")
+    assert "the baseline is of another cluster (kube-system UID aaaa -&gt; bbbb)" in drift
+    assert ('<p id="not-compared"><span lang="en">Rules not compared (not judged in one of the runs)</span> (2): '
+            '<span class="mono">ADR-0001.site-layout, ADR-0001.role-alias</span></p>') in drift

@@ -82,6 +82,22 @@ def test_more_than_three_root_causes_leave_room_for_the_sign_off_and_link_the_re
             '<a class="mono" href="#detail-ADR-0001.rke2-config">ADR-0001.rke2-config</a></p>') in causes
 
 
+def test_a_root_cause_detail_brings_its_own_message_target_and_fix() -> None:
+    results = example_results(statuses={"ADR-0002.host-static-ip": "error"})
+    results.update(verdict="INCOMPLETE", root_causes=["ADR-0002.host-static-ip"], root_cause_details=[
+        {"rule": "ADR-0002.host-static-ip", "kind": "unreachable", "layer": "host",
+         "message": "gpu-01 (10.20.0.11): ssh: host key verification failed", "fix": "Accept the host key.",
+         "fix_ko": "호스트 키를 확인하고 등록한다.", "target": "gpu-01", "cause": "host key unknown"}])
+    causes = _section(render_summary(results, "both"), "root-causes")
+    assert "gpu-01 (10.20.0.11): ssh: host key verification failed" in causes
+    assert ('대상을 읽지 못함</span><span class="sep"> / </span><span lang="en">target not reachable</span> · '
+            in causes)
+    assert '<span class="mono">gpu-01</span> · host key unknown</div>' in causes
+    assert '<span class="lbl">조치</span> 호스트 키를 확인하고 등록한다.</div>' in causes
+    assert '<span class="lbl">Remediation</span> Accept the host key.</div>' in causes
+    assert "Fix the host layer first" not in causes  # the rule's own fix is not the connection's
+
+
 def test_without_a_korean_remediation_the_summary_says_so_and_shows_the_english_one() -> None:
     results = _faulty()
     del next(r for r in results["rules"] if r["id"] == "ADR-0002.host-nvml")["remediation_ko"]
@@ -189,6 +205,19 @@ def test_the_scope_and_leftover_namespaces_are_shown_when_results_carry_them() -
     assert '<td class="mono">dgxspark-cuda-20260101T000000Z-aaaa</td>' in leftovers and "<td class=\"mono\">false</td>" in leftovers
     plain = render_summary(example_results(), "en")
     assert 'id="leftovers"' not in plain and 'id="scope"' not in plain and "all rules" in _section(plain, "run")
+
+
+def test_a_full_scope_is_a_whole_run_and_a_partial_one_names_its_unverified_prerequisites() -> None:
+    results = example_results()
+    results["scope"] = {"name": "full", "full": True, "selected": [], "not_selected": [],
+                        "unverified_prerequisites": []}
+    assert 'id="scope"' not in render_summary(results, "en")
+    results["scope"] = {"name": "GPU chain", "full": False, "selected": ["ADR-0002.allocatable"],
+                        "not_selected": ["ADR-0001.site-layout"],
+                        "unverified_prerequisites": ["ADR-0002.host-nvml", "ADR-0001.node-ready"]}
+    banner = _section(render_summary(results, "en"), "verdict")
+    assert ('<div class="scope" id="scope"><span lang="en">Scope</span>: GPU chain · <span lang="en">unverified '
+            'prerequisites</span>: <span class="mono">ADR-0002.host-nvml, ADR-0001.node-ready</span></div>') in banner
 
 
 def test_every_value_is_escaped_and_only_evidence_paths_become_links() -> None:

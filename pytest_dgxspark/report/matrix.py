@@ -75,16 +75,25 @@ def rows(rules: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def root_causes(results: dict[str, Any]) -> list[dict[str, Any]]:
-    """The root-cause rules (results.json root_causes; without them, the lowest broken layer's broken rules)."""
+    """The root-cause rules (results.json root_causes; without them, the lowest broken layer's broken rules).
+
+    With results.json `root_cause_details` (rule, kind, message, fix, fix_ko, target, cause), a cause shows
+    its own message and fix: for a target the run could not read, the fix is the connection's, not the rule's.
+    """
     by_id = {r.get("id"): r for r in results.get("rules") or [] if isinstance(r, dict)}
+    details = {d.get("rule"): d for d in results.get("root_cause_details") or [] if isinstance(d, dict)}
     chosen = [by_id[i] for i in results.get("root_causes") or [] if i in by_id]
     lowest = results.get("lowest_broken_layer")
     if not chosen and lowest:
         chosen = [r for r in by_id.values() if r.get("layer") == lowest and r.get("status") in BROKEN]
     causes = []
     for rule in chosen:
-        observed = next((str(t.get("message")) for t in rule.get("tests") or []
-                         if isinstance(t, dict) and t.get("outcome") != "passed" and t.get("message")), "")
-        causes.append({**rule, "css": css_status(rule.get("status")), "observed": observed,
-                       "remediation_ko": rule.get("remediation_ko") or ""})
+        detail = details.get(rule.get("id"), {})
+        observed = detail.get("message") or next(
+            (str(t.get("message")) for t in rule.get("tests") or []
+             if isinstance(t, dict) and t.get("outcome") != "passed" and t.get("message")), "")
+        causes.append({**rule, "css": css_status(rule.get("status")), "observed": str(observed),
+                       "kind": detail.get("kind"), "target": detail.get("target"), "cause": detail.get("cause"),
+                       "remediation": detail.get("fix") or rule.get("remediation") or "",
+                       "remediation_ko": detail.get("fix_ko") or rule.get("remediation_ko") or ""})
     return causes

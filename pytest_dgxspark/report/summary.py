@@ -107,17 +107,24 @@ def _node_table(scopes: dict[str, dict[str, Any]], lang: str) -> dict[str, Any]:
     }
 
 
-def _scope(results: dict[str, Any]) -> str | None:
-    """The run's scope as one line (results.json `scope`: a string or an object), None for a whole run."""
+def _scope(results: dict[str, Any]) -> dict[str, Any] | None:
+    """The run's scope (results.json `scope`: a string or an object), None for a whole run.
+
+    An object names itself by `label`, `name` or `description` (`full: true` is a whole run) and may list
+    `unverified_prerequisites`: rules the selected ones depend on that this run did not judge.
+    """
     scope = results.get("scope")
     if scope is None or scope == "" or scope == {}:
         return None
-    if isinstance(scope, dict):
-        for key in ("label", "name", "description"):
-            if scope.get(key):
-                return str(scope[key])
-        return "; ".join(f"{k}: {_scalar(v)}" for k, v in sorted(scope.items()) if v not in (None, "", []))
-    return _scalar(scope)
+    if not isinstance(scope, dict):
+        return {"label": _scalar(scope), "unverified": []}
+    if scope.get("full") is True or scope.get("name") == "full":
+        return None
+    label = next((str(scope[k]) for k in ("label", "name", "description") if scope.get(k)), None)
+    if label is None:
+        label = "; ".join(f"{k}: {_scalar(v)}" for k, v in sorted(scope.items()) if v not in (None, "", []))
+    unverified = scope.get("unverified_prerequisites") or []
+    return {"label": label, "unverified": [str(r) for r in unverified] if isinstance(unverified, list) else []}
 
 
 def _leftovers(results: dict[str, Any]) -> dict[str, Any] | None:
@@ -194,6 +201,7 @@ def render_summary(results: dict[str, Any], lang: str = "both") -> str:
     env.globals["st"] = lambda status: (messages.markup(f"status.{status}", lang)
                                         if messages.has(f"status.{status}") else str(status))
     env.globals["css"] = matrix.css_status
+    env.globals["has"] = messages.has
     env.globals["scalar"] = _scalar
     env.globals["ko"] = lambda key: messages.MESSAGES[key][0]
     return env.get_template("summary.html.j2").render(**context)
