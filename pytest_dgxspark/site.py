@@ -157,12 +157,12 @@ def inventory_problems(inventory: Mapping[str, Any], path: Path | str) -> list[s
 
     walk(inventory.get("all") or {}, "all")
     for name, (_, hv) in _collect_hosts(inventory).items():
-        if hv.get("ansible_connection") == LOCAL_CONNECTION:
-            continue
         if not hv.get("ansible_host"):
+            local = hv.get("ansible_connection") == LOCAL_CONNECTION
             problems.append(f"{path}: host {name}: ansible_host is missing; expected the host's address "
-                            f"(the alias {name!r} is not used as an address; for the machine the suite runs on "
-                            "give ansible_connection: local)")
+                            + ("(with ansible_connection: local it is not used to connect, but the checks compare it "
+                               "with the Node's InternalIP)" if local else
+                               f"(the alias {name!r} is not used as an address)"))
     return problems
 
 
@@ -192,7 +192,7 @@ def hosts_from_inventory(inventory: Mapping[str, Any], ssh_config: str | None = 
         local = hv.get("ansible_connection") == LOCAL_CONNECTION
         specs.append(HostSpec(
             name=name,
-            address=str(hv.get("ansible_host") or ("localhost" if local else "")),
+            address=str(hv["ansible_host"]),
             port=int(hv.get("ansible_port", 22)),
             user=str(hv.get("ansible_user", "root")),
             identity_file=hv.get("ansible_ssh_private_key_file"),

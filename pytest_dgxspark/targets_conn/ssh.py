@@ -112,12 +112,18 @@ class HostTarget:
 
     @property
     def where(self) -> str:
-        """'gpu-01 (10.0.0.21:22)' for messages."""
+        """'gpu-01 (10.0.0.21:22)' for messages; 'gpu-01 (local)' for the machine the suite runs on."""
+        if getattr(self.spec, "connection", "ssh") == "local":
+            return f"{self.name} (local)"
         return f"{self.name} ({self.spec.address}:{self.spec.port})"
 
     @property
     def host(self) -> Host:
         """The testinfra Host (built on first use; connects on its first command)."""
+        if self._host is None and getattr(self.spec, "connection", "ssh") == "local":
+            from pytest_dgxspark.targets_conn.local import GuardedLocalBackend
+
+            self._host = Host(GuardedLocalBackend())  # the machine the suite runs on, as at the DGX Spark's console
         if self._host is None:
             spec = self.spec
             by_config = _ssh_config_names(spec.ssh_config, spec.name)
