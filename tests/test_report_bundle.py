@@ -69,7 +69,8 @@ def test_verify_passes_on_a_fresh_bundle(bundle: Path, capsys: pytest.CaptureFix
     assert out == [f"manifest OK: 36 files in {bundle} match MANIFEST.sha256",
                    "attestation OK: attestation.intoto.json (in-toto Statement v1, test-result v0.1) attests every "
                    "file and agrees with results.json",
-                   "ctrf OK: ctrf.json holds the tests of results.json"]
+                   "ctrf OK: ctrf.json holds the tests of results.json",
+                   f"no summary.pdf in this bundle (dgxspark-report pdf {bundle} prints it)"]
 
 
 def test_verify_fails_after_a_one_byte_change(bundle: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -133,6 +133,14 @@ def test_a_rule_no_test_ran_for_still_appears_and_unknown_outcomes_are_other() -
     _validate(build_ctrf(results))
 
 
+def test_the_environment_names_the_site_or_the_testbed() -> None:
+    assert build_ctrf(example_results(simulated=False))["results"]["environment"]["testEnvironment"] == "site:tirosh-home"
+    assert build_ctrf(example_results())["results"]["environment"]["testEnvironment"] == "testbed:healthy"
+    results = example_results()
+    results["run"]["testbed"] = None  # SIMULATED because the target said so, not through --testbed
+    assert build_ctrf(results)["results"]["environment"]["testEnvironment"] == "testbed (SIMULATED)"
+
+
 def test_the_document_is_deterministic_and_refuses_incomplete_results() -> None:
     results = example_results(statuses=FAULT)
     assert build_ctrf(results) == build_ctrf(results)

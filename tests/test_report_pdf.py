@@ -156,3 +156,14 @@ def test_a_failed_print_is_a_bundle_problem_and_the_rest_of_the_bundle_is_still_
     assert outcome.problems[0].startswith("summary.pdf not written: ")
     assert outcome.problems[0].endswith("exited 133 without a PDF: Trace/breakpoint trap")
     assert cli.main(["verify", str(run_dir)]) == 0
+
+
+def test_verify_fails_on_a_summary_pdf_that_is_not_a_pdf(unprinted: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_dgxspark.report.attestation import write_attestation
+    from pytest_dgxspark.report.manifest import write_manifest
+
+    (unprinted / "summary.pdf").write_text("<html>not a pdf</html>", encoding="utf-8")
+    write_attestation(unprinted, keep_predicate=True)
+    write_manifest(unprinted)
+    assert cli.main(["verify", str(unprinted)]) == 1
+    assert f"pdf FAILED: {unprinted / 'summary.pdf'} is not a PDF" in capsys.readouterr().err

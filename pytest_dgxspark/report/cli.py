@@ -71,6 +71,12 @@ def verify(directory: Path, allowed_signers: Path | None, identity: str | None) 
                                 "attestation OK: attestation.intoto.json (in-toto Statement v1, test-result v0.1) "
                                 "attests every file and agrees with results.json"))
     status = max(status, _check("ctrf", check_ctrf(directory), "ctrf OK: ctrf.json holds the tests of results.json"))
+    printed = directory / PDF
+    if not printed.is_file():
+        print(f"no {PDF} in this bundle (dgxspark-report pdf {directory} prints it)")
+    elif not printed.read_bytes()[:5] == b"%PDF-":
+        print(f"pdf FAILED: {printed} is not a PDF", file=sys.stderr)
+        status = FAILED
     if allowed_signers is None:
         if (directory / SIGNATURE).is_file():
             print(f"signature present, not checked (give --allowed-signers FILE to check {SIGNATURE})")

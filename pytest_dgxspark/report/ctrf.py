@@ -91,7 +91,10 @@ def build_ctrf(results: dict[str, Any]) -> dict[str, Any]:
     start, stop = _millis(run.get("started")), _millis(run.get("finished"))
     summary = {status: sum(1 for t in tests if t["status"] == status) for status in STATUSES}
     version = tool_version()
-    target = f"testbed:{run.get('testbed')}" if run.get("simulated") else f"site:{run.get('site')}"
+    if run.get("simulated"):
+        target = f"testbed:{run['testbed']}" if run.get("testbed") else "testbed (SIMULATED)"
+    else:
+        target = f"site:{run.get('site')}"
     stamp = {"timestamp": str(run.get("finished") or run.get("started"))} if start else {}
     return {
         "reportFormat": "CTRF",
