@@ -172,8 +172,21 @@ class Cluster:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def call(self, method: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """A direct client call (the CUDA sample's writes, logs, watches) with the same retries as `get`."""
-        return with_retries(method, *args, **kwargs)
+        """A direct client call (the CUDA sample's writes, logs, watches) with the same retries as `get`.
+
+        4xx answers propagate as ApiException (callers handle 404/409); a transport failure (refused, reset,
+        timed out) or a 5xx/429 left after the retries is this target's ClusterUnreachable, never a finding.
+        """
+        self._raise_if_failed()
+        try:
+            return with_retries(method, *args, **kwargs)
+        except ApiException as error:
+            if not transient(error):
+                raise
+            self._failure = f"{self.where} failed {getattr(method, '__name__', 'a call')}: HTTP {error.status} {error.reason}"
+        except (urllib3.exceptions.HTTPError, OSError) as error:
+            self._failure = f"{self.where} unreachable: {type(error).__name__}: {error}"
+        raise ClusterUnreachable(self._failure, target=self.target_id) from None
 
     def connect(self) -> Cluster:
         """Reach the API once (GET /version); ClusterUnreachable when it cannot."""

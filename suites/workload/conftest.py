@@ -33,8 +33,8 @@ def cuda_namespace(request: pytest.FixtureRequest, cluster: Any) -> Iterator[Cud
     try:
         yield namespace
     finally:
+        atexit.unregister(namespace.delete)  # first: a delete that raises (API gone) must not run again at exit
         namespace.delete()
-        atexit.unregister(namespace.delete)
 
 
 @pytest.fixture
