@@ -87,3 +87,11 @@ def signs(config: pytest.Config, connections: Any = None) -> list[str]:
     if connections is not None:
         observe_nodes(config, connections.cluster_if_open())
     return list(of(config).signs)
+
+
+def simulation_signs(config: pytest.Config, targets: Any) -> list[str]:
+    """Why this run is SIMULATED: --testbed, and every sign the targets gave (API header, Node annotation, host file)."""
+    from pytest_dgxspark.connections import connections_key
+
+    given = [f"--testbed {targets.testbed_ref}"] if targets.simulated else []
+    return given + signs(config, config.stash.get(connections_key, None))

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_dgxspark import hookspecs, runfixtures
+from pytest_dgxspark import hookspecs, identity, runfixtures
 from pytest_dgxspark.plan import listing_rules, plan_key, resolve
 from pytest_dgxspark.outcome import BLOCKED_PREFIX, blocking_rules, fold
 from pytest_dgxspark.results import ResultsNotWritten, build_results, results_key, run_info, write_results
@@ -202,7 +202,7 @@ def _finish(config: pytest.Config, session: pytest.Session, state: RunState) -> 
         if item.nodeid not in done:
             state.records.append(TestRecord(item.nodeid, item_rule(item) or "", "error", 0.0, f"not run: {why}"))
     tgt = state.targets
-    simulated_by = simulation_signs(config, tgt)  # SIMULATED comes from the target, whatever options pointed at it
+    simulated_by = identity.simulation_signs(config, tgt)  # SIMULATED comes from the target, whatever options said
     folded = fold(
         state.catalog, state.records, waivers=state.waivers,
         handover=state.plan.handover, simulated=bool(simulated_by),
@@ -243,15 +243,6 @@ def _finish(config: pytest.Config, session: pytest.Session, state: RunState) -> 
         tw.line(f"dgxspark: results {written.path}")
         for problem in written.problems:
             tw.line(f"dgxspark: BUNDLE INCOMPLETE ON DISK: {problem}", red=True, bold=True)
-
-
-def simulation_signs(config: pytest.Config, targets) -> list[str]:
-    """Why this run is SIMULATED: --testbed, and every sign the targets gave (API header, Node annotation, host file)."""
-    from pytest_dgxspark import identity
-    from pytest_dgxspark.connections import connections_key
-
-    signs = [f"--testbed {targets.testbed_ref}"] if targets.simulated else []
-    return signs + identity.signs(config, config.stash.get(connections_key, None))
 
 
 def _provenance(config: pytest.Config) -> dict:

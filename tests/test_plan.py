@@ -232,3 +232,24 @@ def test_make_demo_of_an_unknown_scenario_fails_and_never_prints_an_earlier_verd
     assert "verdict:" not in proc.stdout + proc.stderr
     assert "--testbed nosuch: scenario 'nosuch': not a bundled scenario (airgap, " in proc.stderr
     assert "demo: this run wrote no bundle (pytest exit 4)" in proc.stderr
+
+
+def test_a_kubeconfig_environment_value_naming_no_file_is_a_usage_error(pytester, suite, monkeypatch):
+    suite("host", TOUCH)
+    monkeypatch.setenv("KUBECONFIG", str(pytester.path / "gone.yml") + ":/elsewhere")
+    usage_error(pytester.runpytest(*SITE_ARGS),
+                "$KUBECONFIG */gone.yml: kubeconfig not found (give --dgxspark-kubeconfig or run make rke2/kubeconfig)")
+
+
+@pytest.mark.parametrize(("args", "site_option"), [(["SCENARIO=airgap-mirror-missing"], False),
+                                                    (["SCENARIO=airgap-mirror-missing", "SITE=tirosh-home"], True)])
+def test_make_demo_passes_site_only_when_site_is_given(args, site_option):
+    import subprocess
+
+    from tests.conftest import REPO
+
+    env = {k: v for k, v in __import__("os").environ.items() if k != "SITE"}
+    dry = subprocess.run(["make", "-n", "-s", "-C", str(REPO), "demo", *args], capture_output=True, text=True,
+                         timeout=60, check=True, env=env).stdout
+    line = next(ln for ln in dry.splitlines() if "--testbed airgap-mirror-missing" in ln)
+    assert ("--site sites/tirosh-home" in line) is site_option
