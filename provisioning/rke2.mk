@@ -12,7 +12,8 @@ SITE_DIR ?= sites/$(SITE)
 INVENTORY ?= $(SITE_DIR)/inventory.yml
 # The controller kubeconfig rke2/kubeconfig merges into; the later targets and the suite read it.
 KUBECONFIG_OUT ?= $(HOME)/.kube/config
-# An OpenSSH client config for the suite's preflight (bastions, keys), e.g. SSH_CONFIG=~/.ssh/config.d/site.
+# An OpenSSH client config for Ansible and the suite's preflight (bastions, keys, known_hosts), e.g.
+# SSH_CONFIG=~/.ssh/config.d/site; without it, ssh reads ~/.ssh/config as usual.
 SSH_CONFIG ?=
 # rke2/gpu/operator/apply runs only with CONFIRM=yes (ADR 0002 §5-4: RKE2 and containerd may restart).
 CONFIRM ?=
@@ -22,7 +23,8 @@ ANSIBLE_ARGS ?=
 RKE2_PROVISIONING := $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))
 RKE2_SITE_DIR = $(abspath $(SITE_DIR))
 RKE2_PLAYBOOKS := $(RKE2_PROVISIONING)/playbooks
-RKE2_ANSIBLE = ANSIBLE_CONFIG=$(RKE2_PROVISIONING)/ansible.cfg $(ANSIBLE_PLAYBOOK) \
+RKE2_ANSIBLE = ANSIBLE_CONFIG=$(RKE2_PROVISIONING)/ansible.cfg \
+	$(if $(SSH_CONFIG),ANSIBLE_SSH_ARGS="-F $(abspath $(SSH_CONFIG)) -o ControlMaster=auto -o ControlPersist=60s") $(ANSIBLE_PLAYBOOK) \
 	-i $(abspath $(INVENTORY)) -e rke2_site_dir=$(RKE2_SITE_DIR) -e rke2_kubeconfig_out=$(abspath $(KUBECONFIG_OUT)) \
 	$(if $(SSH_CONFIG),-e gpu_operator_preflight_ssh_config=$(abspath $(SSH_CONFIG))) $(ANSIBLE_ARGS)
 

@@ -364,7 +364,7 @@ def test_check_mode_on_a_fresh_host_shows_the_writes_and_writes_nothing(fake_hos
     assert result.changed() >= 3, result.output
     assert '+node-name: "gpu-01"' in result.output and "+cni: \"cilium\"" in result.output
     assert list(fresh.iterdir()) == []
-    assert [c for c in fake_host.calls() if c["cmd"] != "systemctl" or c["args"][0] not in ("show", "is-enabled")] == []
+    assert [c for c in fake_host.calls() if c["cmd"] != "systemctl" or c["args"][0] not in ("show", "is-enabled", "is-active")] == []
 
 
 def test_first_install_writes_config_installs_the_pinned_release_and_starts_the_server(fake_host: FakeHost) -> None:
@@ -423,3 +423,165 @@ def test_kubeconfig_merge_renames_to_the_site_context_and_is_idempotent(fake_hos
     second = fake_host.playbook(PLAYBOOKS / "rke2-kubeconfig.yml", *args)
     second.assert_ok()
     assert second.changed() == 0
+
+
+# --- every Make target against the testbed: real sshd hosts in namespaces (a server and an agent) and its API ---
+
+TESTBED_KUBECTL = Path(__file__).resolve().parent / "provisioning_testbed" / "kubectl"
+
+
+@dataclass(frozen=True)
+class SiteRehearsal:
+    """A testbed two-node site that RKE2 has started (admin kubeconfig, node-token, kubectl), driven through make."""
+
+    directory: Path
+    kubeconfig_out: Path
+    node_dirs: dict[str, Path]
+    addresses: dict[str, str]
+
+    def make(self, target: str, *variables: str, timeout: int = 240) -> Run:
+        env = {**os.environ, "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0", "HOME": str(self.directory / "home")}
+        proc = subprocess.run(["make", "--no-print-directory", target, "SITE_DIR=sites/tirosh-home",
+                               f"INVENTORY={self.directory / 'inventory.yml'}", f"SSH_CONFIG={self.directory / 'ssh_config'}",
+                               f"KUBECONFIG_OUT={self.kubeconfig_out}", f"ANSIBLE_PLAYBOOK={ANSIBLE_PLAYBOOK}", *variables],
+                              cwd=REPO, capture_output=True, text=True, env=env, timeout=timeout, check=False)
+        output = proc.stdout + proc.stderr
+        recap: dict[str, dict[str, int]] = {}
+        for m in RECAP.finditer(output):  # several playbooks (rke2/check) add up
+            old = recap.get(m["host"], {"ok": 0, "changed": 0, "unreachable": 0, "failed": 0})
+            recap[m["host"]] = {k: old[k] + int(m[k]) for k in old}
+        return Run(proc.returncode, output, recap)
+
+    def ssh(self, host: str, command: str, stdin: str = "") -> str:
+        proc = subprocess.run(["ssh", "-F", str(self.directory / "ssh_config"), "-o", "BatchMode=yes", host, command],
+                              input=stdin, capture_output=True, text=True, timeout=30, check=False)
+        assert proc.returncode == 0, f"ssh {host} {command!r}: {proc.stderr}"
+        return proc.stdout
+
+    def upper(self, host: str) -> dict[str, str]:
+        """What was written on the node since it came up (its overlay upper layers), file -> sha256."""
+        rw = self.node_dirs[host] / "rw"
+        return {str(p.relative_to(rw)): hashlib.sha256(p.read_bytes()).hexdigest()
+                for p in sorted(rw.glob("*/upper/**/*")) if p.is_file()}
+
+
+def _rke2_first_start(tb: Any, rehearsal: SiteRehearsal) -> None:
+    """What RKE2's first start leaves on the server: rke2.yaml (names `default`), node-token and its kubectl."""
+    config = yaml.safe_load(tb.kubeconfig.read_text())
+    context = tb.contexts["workload"]
+    pick = {kind: next(e for e in config[kind] if e["name"] == context) for kind in ("clusters", "users")}
+    admin = {"apiVersion": "v1", "kind": "Config", "preferences": {}, "current-context": "default",
+             "clusters": [{"name": "default", "cluster": pick["clusters"]["cluster"]}],
+             "users": [{"name": "default", "user": pick["users"]["user"]}],
+             "contexts": [{"name": "default", "context": {"cluster": "default", "user": "default"}}]}
+    rehearsal.ssh("gpu-01", "mkdir -p /var/lib/rancher/rke2/bin /var/lib/rancher/rke2/server && "
+                  "umask 077 && cat > /etc/rancher/rke2/rke2.yaml", json.dumps(admin))
+    rehearsal.ssh("gpu-01", "umask 077 && cat > /var/lib/rancher/rke2/server/node-token",
+                  "K10" + "0" * 64 + "::server:" + hashlib.sha256(str(tb.directory).encode()).hexdigest()[:32] + "\n")
+    rehearsal.ssh("gpu-01", "cat > /var/lib/rancher/rke2/bin/kubectl && chmod 0755 /var/lib/rancher/rke2/bin/kubectl",
+                  TESTBED_KUBECTL.read_text())
+
+
+@pytest.fixture(scope="module")
+def rehearsal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SiteRehearsal]:
+    if os.geteuid() != 0 or not Path("/usr/sbin/sshd").exists():
+        pytest.skip("the testbed needs root and /usr/sbin/sshd")
+    from pytest_dgxspark.testbed.orchestrator import Testbed
+
+    directory = tmp_path_factory.mktemp("rehearsal")
+    tb = Testbed("two-node", directory / "tb")
+    tb.up()
+    try:
+        state = json.loads((tb.directory / "state.json").read_text())
+        (directory / "home").mkdir()
+        site = SiteRehearsal(tb.directory, directory / "kube" / "config",
+                             {h["name"]: Path(h["node_dir"]) for h in state["hosts"]},
+                             {h["name"]: h["address"] for h in state["hosts"]})
+        _rke2_first_start(tb, site)
+        yield site
+    finally:
+        tb.down()
+
+
+def test_status_reports_the_running_release_of_every_node_without_hanging(rehearsal: SiteRehearsal) -> None:
+    started = time.monotonic()
+    result = rehearsal.make("rke2/status")
+    result.assert_ok()
+    assert time.monotonic() - started < 60
+    assert result.output.count("version: rke2 version v1.34.10+rke2r1 (6ce1a80e4d9c3b0f2a7e5d8c1b4a9f3e2d7c6b5a)") == 2, \
+        result.output[-5000:]
+    assert "unit: 'rke2-server: active'" in result.output and "unit: 'rke2-agent: active'" in result.output
+    assert re.search(r"gpu-01\s+Ready\s+v1\.34\.10\+rke2r1", result.output), result.output[-3000:]
+    assert set(result.recap) == {"gpu-01", "cpu-01"} and result.changed("gpu-01") == result.changed("cpu-01") == 0
+
+
+def test_status_fails_naming_the_release_when_the_site_pins_another(rehearsal: SiteRehearsal) -> None:
+    result = rehearsal.make("rke2/status", "ANSIBLE_ARGS=-e rke2_version=v1.35.7+rke2r1")
+    assert result.rc != 0
+    assert ("gpu-01: rke2-server must be active and run v1.35.7+rke2r1; found unit \"active\" (rc 0), version "
+            "\"rke2 version v1.34.10+rke2r1 (6ce1a80e4d9c3b0f2a7e5d8c1b4a9f3e2d7c6b5a)\" (rc 0)") in " ".join(result.output.split())
+
+
+def _actions(rehearsal: SiteRehearsal, host: str) -> list[dict[str, Any]]:
+    text = rehearsal.ssh(host, "cat /usr/lib/dgxspark-testbed/units-actions.jsonl 2>/dev/null || true")
+    return [json.loads(line) for line in text.splitlines()]
+
+
+def test_check_before_install_shows_the_new_config_and_writes_nothing(rehearsal: SiteRehearsal) -> None:
+    before = {h: rehearsal.upper(h) for h in rehearsal.node_dirs}
+    result = rehearsal.make("rke2/check")
+    result.assert_ok()
+    assert result.changed("gpu-01") >= 2, result.output[-4000:]
+    assert f'+  - "{rehearsal.addresses["gpu-01"]}"' in result.output  # tls-san, as the diff shows it
+    assert {h: rehearsal.upper(h) for h in rehearsal.node_dirs} == before
+    assert _actions(rehearsal, "gpu-01") == []
+
+
+def test_server_install_rewrites_the_config_restarts_once_and_a_second_run_changes_nothing(rehearsal: SiteRehearsal) -> None:
+    first = rehearsal.make("rke2/server/install")
+    first.assert_ok()
+    assert first.changed("gpu-01") >= 2, first.output[-4000:]
+    config = yaml.safe_load(rehearsal.ssh("gpu-01", "cat /etc/rancher/rke2/config.yaml"))
+    assert config["tls-san"] == [rehearsal.addresses["gpu-01"]] and config["cni"] == "cilium" and "server" not in config
+    assert [a for a in _actions(rehearsal, "gpu-01") if a["verb"] != "daemon-reload"] == [
+        {"verb": "restart", "units": ["rke2-server.service"]}]
+    second = rehearsal.make("rke2/server/install")
+    second.assert_ok()
+    assert second.changed("gpu-01") == 0, second.output[-4000:]
+    assert len(_actions(rehearsal, "gpu-01")) == 1
+
+
+def test_agent_install_joins_the_first_server_with_a_token_file(rehearsal: SiteRehearsal) -> None:
+    first = rehearsal.make("rke2/agent/install")
+    first.assert_ok()
+    assert first.changed("cpu-01") >= 2, first.output[-4000:]
+    config = yaml.safe_load(rehearsal.ssh("cpu-01", "cat /etc/rancher/rke2/config.yaml"))
+    assert config["server"] == f"https://{rehearsal.addresses['gpu-01']}:9345"
+    assert config["token-file"] == "/etc/rancher/rke2/join-token" and "cni" not in config and "token" not in config
+    token = rehearsal.ssh("gpu-01", "cat /var/lib/rancher/rke2/server/node-token")
+    assert rehearsal.ssh("cpu-01", "cat /etc/rancher/rke2/join-token; stat -c %a /etc/rancher/rke2/join-token") == token + "600\n"
+    assert token.strip().split("::server:")[1] not in first.output
+    assert [a for a in _actions(rehearsal, "cpu-01") if a["verb"] != "daemon-reload"] == [
+        {"verb": "restart", "units": ["rke2-agent.service"]}]
+    second = rehearsal.make("rke2/agent/install")
+    second.assert_ok()
+    assert second.changed("cpu-01") == 0, second.output[-4000:]
+
+
+def test_check_after_install_changes_nothing(rehearsal: SiteRehearsal) -> None:
+    before = {h: rehearsal.upper(h) for h in rehearsal.node_dirs}
+    result = rehearsal.make("rke2/check")
+    result.assert_ok()
+    assert result.changed("gpu-01") == 0, result.output[-4000:]
+    assert {h: rehearsal.upper(h) for h in rehearsal.node_dirs} == before
+
+
+def test_kubeconfig_merges_a_context_the_suite_and_kubernetes_client_can_use(rehearsal: SiteRehearsal) -> None:
+    first = rehearsal.make("rke2/kubeconfig")
+    first.assert_ok()
+    assert first.changed("gpu-01") >= 1
+    from kubernetes import client, config as kubeconfig
+
+    api = client.CoreV1Api(kubeconfig.new_client_from_config(str(rehearsal.kubeconfig_out), context="tirosh-home/rke2/gpu"))
+    assert sorted(n.metadata.name for n in api.list_node().items) == ["cpu-01", "gpu-01"]
+    assert rehearsal.make("rke2/kubeconfig").changed("gpu-01") == 0

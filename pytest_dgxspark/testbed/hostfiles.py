@@ -52,6 +52,9 @@ case "$SSH_ORIGINAL_COMMAND" in
   *) exec /bin/bash -c "$SSH_ORIGINAL_COMMAND" ;;
 esac
 """
+# `rke2 --version` of the stand-in: the release line carries the build commit, then the Go toolchain (FIPS build).
+RKE2_COMMIT = "6ce1a80e4d9c3b0f2a7e5d8c1b4a9f3e2d7c6b5a"
+RKE2_GO = "go1.24.11 X:boringcrypto"
 # containerd 2.x enables NRI by default and serves its socket at /var/run/nri/nri.sock (containerd docs/NRI.md).
 NRI_SOCKET = "/run/nri/nri.sock"
 # Binaries RKE2 runs from its data dir (k3s `pkg/agent/containerd`, `pkg/daemons/agent`).
@@ -334,6 +337,8 @@ def render(name: str, spec: dict[str, Any], root: Path, *, node_ip: str, prefix:
     _write(root, IDENTITY_FILE, (scenario or "unnamed") + "\n")
     modules = _write(root, f"{state_dir}/modules", _modules(spec))
     _write(root, f"{state_dir}/nvml.conf", _nvml_conf(spec))
+    # what the rke2 stand-in prints for `rke2 --version`, in the real binary's two lines (rancher/rke2 #558)
+    _write(root, f"{state_dir}/versions/rke2", f"rke2 version {spec['rke2_version']} ({RKE2_COMMIT})\ngo version {RKE2_GO}\n")
     for path, shim in (("/usr/bin/nvidia-smi", "nvidia-smi"), ("/usr/bin/systemctl", "systemctl"),
                        ("/usr/bin/uname", "uname"), ("/usr/sbin/lsmod", "lsmod"), ("/usr/sbin/modinfo", "modinfo"),
                        ("/usr/bin/dmesg", "dmesg"),

@@ -3,6 +3,9 @@
  * Installed under a daemon's real path (rke2, containerd, kubelet, dockerd, ...) so that comm and args
  * are the real ones. $DGXSPARK_LISTEN (colon-separated paths) names unix sockets to listen on; each
  * accepted connection is closed at once, so the socket answers like a live daemon's.
+ *
+ * `<daemon> --version` (or -v) prints /usr/lib/dgxspark-testbed/versions/<daemon> and exits, as the real binary
+ * answers; without that file it says so and exits 1. It never blocks: a probe of the stand-in cannot hang.
  */
 #include <errno.h>
 #include <poll.h>
@@ -44,9 +47,29 @@ static int listen_on(const char *path) {
     return fd;
 }
 
-int main(void) {
+static int print_version(const char *argv0) {
+    const char *base = strrchr(argv0, '/');
+    char path[512];
+    char buf[4096];
+    size_t got;
+    FILE *f;
+    base = base ? base + 1 : argv0;
+    snprintf(path, sizeof path, "/usr/lib/dgxspark-testbed/versions/%s", base);
+    f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "%s: --version is not simulated on this testbed node (%s: %s)\n", base, path, strerror(errno));
+        return 1;
+    }
+    while ((got = fread(buf, 1, sizeof buf, f)) > 0) fwrite(buf, 1, got, stdout);
+    fclose(f);
+    return 0;
+}
+
+int main(int argc, char **argv) {
     struct pollfd fds[MAX_SOCKETS];
     int n = 0;
+    if (argc > 1 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-v") || !strcmp(argv[1], "version")))
+        return print_version(argv[0]);
     const char *spec = getenv("DGXSPARK_LISTEN");
     if (spec && *spec) {
         char *list = strdup(spec);
