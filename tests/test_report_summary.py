@@ -321,3 +321,27 @@ def test_the_printed_pdf_holds_every_rule_in_matrix_and_detail_and_the_korean_se
     assert "host계층의규칙host_nvml이(가)충족된다." in flat
     assert "suites/host/test_host.py::test_host_nvml" in flat
     assert "Traceabilitymatrix" in flat and "Provenance(pernode)" in flat
+
+
+@needs_chromium
+def test_every_printed_page_carries_simulated_the_run_and_its_page_number(tmp_path: Path) -> None:
+    pdf = _print(tmp_path, example_results(nodes=16))
+    pages = pdf_pages(pdf)
+    for page in range(1, pages + 1):
+        text = subprocess.run(["pdftotext", "-layout", "-f", str(page), "-l", str(page), str(pdf), "-"],
+                              capture_output=True, text=True, check=True).stdout
+        assert "SIMULATED — 모의 환경 (테스트베드) 실행" in text, page
+        last = [line for line in text.splitlines() if line.strip()][-1]
+        assert re.search(rf"tirosh-home · 20260105T010203Z-0a1b\s+{page}\s*/\s*{pages}$", last), last
+    (tmp_path / "real").mkdir()
+    real = _print(tmp_path / "real", example_results(simulated=False))
+    assert "SIMULATED" not in pdf_text(real)
+
+
+def test_values_in_the_page_margins_cannot_leave_their_css_string() -> None:
+    results = example_results()
+    results["run"]["site"] = 'x"; } body { display: none } </style><script>alert(1)</script>'
+    html = render_summary(results, "en")
+    style = html.split("<style>")[1].split("</style>")[0]
+    assert "<script" not in html and "</style><" not in style and 'x"; }' not in style
+    assert '\\22 ' in style and '\\3c /style\\3e ' in style

@@ -8,6 +8,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import jinja2
+from markupsafe import Markup
 
 from pytest_dgxspark.report import facts, matrix, messages
 from pytest_dgxspark.report.matrix import LAYERS
@@ -180,6 +181,20 @@ def view(results: dict[str, Any], lang: str) -> dict[str, Any]:
     }
 
 
+def css_string(value: Any) -> Markup:
+    """value as a quoted CSS string for the page's margin boxes: every character outside a safe set is a CSS
+    hex escape, so no value can end the string, the rule or the <style> element."""
+    out = []
+    for char in str(value):
+        if char.isalnum() and char.isascii() or char in " .,:-_/()·—":
+            out.append(char)
+        elif char.isprintable() and not char.isascii() and char not in "\u2028\u2029":
+            out.append(char)
+        else:
+            out.append(f"\\{ord(char):x} ")
+    return Markup(f'"{"".join(out)}"')
+
+
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(_TEMPLATES)),
@@ -202,6 +217,7 @@ def render_summary(results: dict[str, Any], lang: str = "both") -> str:
                                         if messages.has(f"status.{status}") else str(status))
     env.globals["css"] = matrix.css_status
     env.globals["has"] = messages.has
+    env.globals["css_string"] = css_string
     env.globals["scalar"] = _scalar
     env.globals["ko"] = lambda key: messages.MESSAGES[key][0]
     return env.get_template("summary.html.j2").render(**context)
