@@ -167,3 +167,21 @@ def test_verify_fails_on_a_summary_pdf_that_is_not_a_pdf(unprinted: Path, capsys
     write_manifest(unprinted)
     assert cli.main(["verify", str(unprinted)]) == 1
     assert f"pdf FAILED: {unprinted / 'summary.pdf'} is not a PDF" in capsys.readouterr().err
+
+
+def test_a_summary_holding_a_secret_the_run_read_is_never_printed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_dgxspark import redact
+
+    monkeypatch.setattr(bundle_module, "chromium", lambda: pytest.fail("a leaking summary must not be printed"))
+    log = redact.reset()
+    try:
+        log.remember("K10abcdef0123456789::server:cafe", "join token", "sites/tirosh-home/rke2/vars.yml")
+        results = example_results()
+        results["rules"][0]["title"] = "token K10abcdef0123456789::server:cafe seen"  # slipped past redaction
+        run_dir = write_example_bundle(tmp_path / "run", results)
+        outcome = finish_bundle(run_dir, "en")
+    finally:
+        redact.reset()
+    assert outcome.problems == ("summary.pdf not printed: summary.html holds a secret value the run read "
+                                "(join token read from sites/tirosh-home/rke2/vars.yml); the bundle's secret scan removes it",)
+    assert "K10abcdef" not in outcome.problems[0] and not (run_dir / "summary.pdf").exists()

@@ -50,6 +50,22 @@ def _step(name: str, action: Callable[[], Path], written: list[str], problems: l
     return False
 
 
+def html_leaks(run_dir: Path) -> list[str]:
+    """The kinds and sources of secret values the run read that summary.html holds (values never named).
+
+    The bundle's byte scan removes such a summary afterwards, but cannot see into the PDF's compressed text:
+    a summary that holds a secret is never printed.
+    """
+    try:
+        from pytest_dgxspark import redact
+        from pytest_dgxspark.secretscan import scan_file
+    except ImportError:  # pragma: no cover - the report package used without the core
+        return []
+    secrets = redact.LOG.secrets()
+    leaks = scan_file(run_dir / "summary.html", secrets, "summary.html") if secrets else []
+    return sorted({f"{leak.kind} read from {leak.source}" for leak in leaks})
+
+
 def seal(run_dir: Path, sign_key: Path | None, written: list[str], problems: list[str]) -> None:
     """Attest every file, then write MANIFEST.sha256 over them all, then sign it with sign_key."""
     _step(ATTESTATION, lambda: write_attestation(run_dir, keep_predicate=True), written, problems, run_dir)
@@ -76,7 +92,11 @@ def finish_bundle(run_dir: Path, lang: str | None = None, sign_key: Path | None 
         return BundleOutcome(run_dir, (), (f"{run_dir}: no results.json, so no summary or manifest was written",))
     (run_dir / ATTESTATION).unlink(missing_ok=True)  # a fresh run gets a fresh predicate
     summary = _step("summary.html", lambda: write_summary(run_dir, lang), written, problems, results)
-    if summary and os.environ.get(PDF_ENV) == "off":
+    leaks = html_leaks(run_dir) if summary else []
+    if leaks:
+        problems.append(f"{PDF} not printed: summary.html holds a secret value the run read ({'; '.join(leaks)}); "
+                        "the bundle's secret scan removes it")
+    elif summary and os.environ.get(PDF_ENV) == "off":
         notes.append(PDF_OFF.format(dir=run_dir))
     elif summary and chromium() is None:
         notes.append(NO_CHROMIUM.format(dir=run_dir))
