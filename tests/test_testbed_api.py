@@ -263,6 +263,20 @@ def test_put_with_a_stale_resource_version_is_a_409_conflict(raw: Raw) -> None:
     assert code == 404 and body["message"] == 'configmaps "absent" not found'
 
 
+@pytest.mark.parametrize("path", ["/api/v1/nodes/gpu-01", "/apis/helm.cattle.io/v1/namespaces/kube-system/helmcharts/gpu-operator",
+                                  "/api/v1/namespaces/kube-system", "/api/v1/namespaces/kube-system/configmaps/cilium-config"])
+def test_put_of_each_kind_provisioning_writes_detects_a_lost_update(raw: Raw, path: str) -> None:
+    _, _, first = raw("GET", path)
+    labelled = {**first, "metadata": {**first["metadata"], "labels": {**first["metadata"].get("labels", {}), "put-test": "1"}}}
+    code, _, updated = raw("PUT", path, labelled)
+    assert code == 200 and updated["metadata"]["labels"]["put-test"] == "1"
+    assert updated["metadata"]["uid"] == first["metadata"]["uid"]
+    assert updated["metadata"].get("generation") == first["metadata"].get("generation")  # metadata is not spec
+    code, _, body = raw("PUT", path, {**labelled, "metadata": {**labelled["metadata"], "labels": {"put-test": "2"}}})
+    assert code == 409 and body["reason"] == "Conflict" and body["details"]["name"] == first["metadata"]["name"]
+    raw("PATCH", path, {"metadata": {"labels": {"put-test": None}}}, "application/merge-patch+json")
+
+
 def test_put_on_a_custom_resource_needs_a_resource_version(raw: Raw) -> None:
     path = "/apis/helm.cattle.io/v1/namespaces/kube-system/helmcharts/gpu-operator"
     _, _, chart = raw("GET", path)
