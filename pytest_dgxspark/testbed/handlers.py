@@ -6,7 +6,7 @@ import json
 import time
 from typing import Any
 
-from pytest_dgxspark.testbed import openapi, paging, printing, resources, writes
+from pytest_dgxspark.testbed import deletes, openapi, paging, printing, resources, writes
 from pytest_dgxspark.testbed.reply import ApiError, Exchange, bad_request, method_not_allowed, no_route, not_found, status_body
 from pytest_dgxspark.testbed.resources import Resource
 from pytest_dgxspark.testbed.store import SelectorError, field_value, parse_fields, parse_labels
@@ -50,7 +50,7 @@ def _route(h: Exchange, method: str, path: str, query: dict[str, str], body: byt
     if sub == "log" and method != "GET" or sub == "eviction" and method != "POST":
         raise method_not_allowed()
     if sub == "eviction":
-        return writes.evict(h, r, namespace or "", name or "", body, query)
+        return deletes.evict(h, r, namespace or "", name or "", body, query)
     if method == "GET" and sub == "log":
         return _pod_log(h, namespace or "", name or "", query)
     if method == "GET" and name:
@@ -66,13 +66,13 @@ def _route(h: Exchange, method: str, path: str, query: dict[str, str], body: byt
     if method == "PATCH" and name:
         return writes.patch(h, r, namespace, name, body, query, sub)
     if method == "DELETE" and name and not sub:
-        return writes.delete(h, r, namespace, name, query, body)
+        return deletes.delete(h, r, namespace, name, query, body)
     if method == "DELETE" and not name:
         try:
             match = _matcher(r, query)
         except SelectorError as exc:
             raise ApiError(400, "BadRequest", str(exc)) from None
-        return writes.delete_collection(h, r, namespace, query, body, match)
+        return deletes.delete_collection(h, r, namespace, query, body, match)
     raise method_not_allowed()
 
 
