@@ -66,6 +66,7 @@ def test_pdf_prints_a_bundle_later_and_re_seals_it(unprinted: Path, capsys: pyte
     assert capsys.readouterr().out == (f"wrote {unprinted / 'summary.pdf'}; re-sealed: attestation.intoto.json, "
                                        "MANIFEST.sha256\n")
     assert "summary.pdf" in read_manifest(unprinted)
+    assert (unprinted / "summary.pdf").stat().st_mode & 0o777 == 0o640
     assert cli.main(["verify", str(unprinted)]) == 0
 
 

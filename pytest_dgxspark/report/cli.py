@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -111,7 +112,18 @@ def summary(directory: Path, lang: str | None, output: Path | None) -> int:
 
 
 def pdf(directory: Path, key: Path | None, output: Path | None) -> int:
-    """Print the bundle's summary to PDF; into the bundle only when it still matches its manifest, then re-seal it."""
+    """Print the bundle's summary to PDF; into the bundle only when it still matches its manifest, then re-seal it.
+
+    Files are written as a run writes its bundle: 0640 (umask 027).
+    """
+    previous = os.umask(0o027)
+    try:
+        return _pdf(directory, key, output)
+    finally:
+        os.umask(previous)
+
+
+def _pdf(directory: Path, key: Path | None, output: Path | None) -> int:
     source = directory / "summary.html"
     try:
         if output is not None:
