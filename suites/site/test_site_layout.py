@@ -29,11 +29,11 @@ def test_site_has_flat_rke2_folder_with_vars_and_helmchart(site: Any, evidence: 
     evidence.record("site rke2 folder", sorted(p.name for p in rke2.iterdir()) if rke2.is_dir() else None)
     require(
         missing == [],
-        f"{site.root}: the site must hold rke2/vars.yml and rke2/gpu-operator.helmchart.yaml; missing {missing}",
+        f"{site.root}: the site must hold rke2/vars.yml and rke2/gpu-operator.helmchart.yaml; missing {', '.join(missing)}",
     )
     require(nested == [], (
         f"{rke2}: ADR 0001 §5 keeps one flat rke2/ folder per site (GPU is node metadata, not a folder); "
-        f"found nested folders {nested}"
+        f"found nested folders {', '.join(nested)}"
     ))
 
 
@@ -69,11 +69,13 @@ def test_no_kubeconfig_or_token_is_committed(site: Any, evidence: Any) -> None:
     )
     require(
         tracked == [],
-        f"{root}: kubeconfig/token files are tracked by git: {tracked}; remove them (git rm --cached) and keep them ignored",
+        f"{root}: kubeconfig/token files are tracked by git: {', '.join(tracked)}; remove them (git rm --cached), keep "
+        "them ignored, and rotate the credentials they held (the git history keeps them)",
     )
-    require(leaking == [], f"{root}: tracked files hold a client key, join token or private key: {leaking}")
+    require(leaking == [], f"{root}: tracked files hold a client key, join token or private key: {', '.join(leaking)}; remove them and "
+        "rotate the credentials")
     require(unignored == [], (
-        f"{root}: kubeconfig/token files present but not ignored by git (they would be committed): {unignored}"
+        f"{root}: kubeconfig/token files present but not ignored by git (they would be committed): {', '.join(unignored)}"
         + ("" if in_git else " (the site is not in a git repository, so nothing proves they stay local)")
     ))
 
@@ -93,7 +95,7 @@ def test_cluster_target_and_context_names_carry_no_model_name(site: Any, evidenc
     offending = _model_names(names)
     require(offending == {}, (
         f"{site.root}/rke2/vars.yml: names must be role-based (gpu-01), the model is node-label or inventory "
-        f"metadata only; model names found in {offending}"
+        "metadata only; model names found in " + ", ".join(f"{k} {v!r}" for k, v in offending.items())
     ))
     target = names["rke2_target_name"]
     require(
@@ -110,9 +112,10 @@ def test_inventory_aliases_are_role_based(site: Any, evidence: Any) -> None:
     not_role = [a for a in aliases if not ROLE_ALIAS.match(a)]
     require(
         offending == {},
-        f"{site.root}/inventory.yml: aliases must not name the model (use dgxspark_model metadata): {offending}",
+        f"{site.root}/inventory.yml: aliases must be role-based like gpu-01 and must not name the model (keep it in "
+        f"dgxspark_model): {', '.join(offending.values())} names it",
     )
     require(
         not_role == [],
-        f"{site.root}/inventory.yml: aliases must be role-based like gpu-01, gpu-02; got {not_role}",
+        f"{site.root}/inventory.yml: aliases must be role-based like gpu-01, gpu-02; got {', '.join(not_role)}",
     )
