@@ -8,12 +8,14 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 import yaml
 
-from tests.test_e2e import run_suite
+from tests.test_e2e import result_of, run_selected, selected
+
+CONTAINERD_CONFIG = "/var/lib/rancher/rke2/agent/etc/containerd/config.toml"
 
 pytestmark = pytest.mark.skipif(
     not Path("/usr/sbin/sshd").exists(), reason="the testbed needs openssh-server (make test installs it)"
@@ -50,10 +52,117 @@ def evidence_of(doc_dir: Path, rule_id: str) -> list[dict[str, Any]]:
     return found
 
 
-def test_a_cuda_sample_with_exec_format_error_reports_the_container_state_and_log_not_a_timeout(tmp_path):
+def _a_cuda_sample_with_exec_format_error_reports_state_and_log_not_a_timeout(tmp_path: Path) -> tuple[str, ...]:
     name = scenario(tmp_path, {"description": "F25", "extends": "healthy",
                                "cluster": {"workload": {"outcome": "failed", "failure": "F25"}}})
-    _, doc = run_suite(tmp_path, "--testbed", name, "--dgxspark-cuda-timeout", "120")
+    return ("--testbed", name, "--dgxspark-cuda-timeout", "120")
+
+
+def _a_crash_looping_device_plugin_is_summed_up_with_its_log_and_the_known_floor(tmp_path: Path) -> tuple[str, ...]:
+    return ("--testbed", "device-plugin-crashloop")
+
+
+def _no_finding_carries_assertion_introspection_or_object_reprs(tmp_path: Path) -> tuple[str, ...]:
+    return ("--testbed", "device-plugin-crashloop")
+
+
+def _nvidia_smi_exit_127_says_it_is_not_installed(tmp_path: Path) -> tuple[str, ...]:
+    name = scenario(tmp_path, {"description": "no nvidia-smi", "extends": "healthy"},
+                    {"/usr/bin/nvidia-smi": "#!/bin/sh\necho 'sh: 1: nvidia-smi: not found' >&2\nexit 127\n"})
+    return ("--testbed", name)
+
+
+def _a_missing_rke2_unit_is_said_to_not_exist(tmp_path: Path) -> tuple[str, ...]:
+    name = scenario(tmp_path, {"description": "no rke2-server unit", "extends": "healthy",
+                               "nodes": {"gpu-01": {"host": {"services": {"rke2-server": None}}}}})
+    return ("--testbed", name)
+
+
+def _the_wrong_driver_flavour_claims_only_what_was_seen(tmp_path: Path) -> tuple[str, ...]:
+    name = scenario(tmp_path, {"description": "proprietary, nvidia-smi answers", "extends": "healthy",
+                               "nodes": {"gpu-01": {"host": {"driver": {"flavour": "proprietary"}}}}})
+    return ("--testbed", name)
+
+
+def _no_kubelet_process_is_an_error_of_the_docker_check_not_a_pass(tmp_path: Path) -> tuple[str, ...]:
+    name = scenario(tmp_path, {"description": "rke2 runs, no kubelet", "extends": "healthy", "nodes": {"gpu-01": {
+        "host": {"processes": ["/usr/local/bin/rke2 server",
+                               "containerd -c /var/lib/rancher/rke2/agent/etc/containerd/config.toml -a "
+                               "/run/k3s/containerd/containerd.sock --state /run/k3s/containerd"]}}}})
+    return ("--testbed", name)
+
+
+def _an_unparsable_runtime_version_is_an_error_not_a_pass(tmp_path: Path) -> tuple[str, ...]:
+    name = scenario(tmp_path, {"description": "odd runtime version", "extends": "healthy",
+                               "nodes": {"gpu-01": {"kube": {"container_runtime": "containerd"}}}})
+    return ("--testbed", name)
+
+
+def _unparsable_containerd_toml_is_an_error_of_gpu_injection(tmp_path: Path) -> tuple[str, ...]:
+    name = scenario(tmp_path, {"description": "broken TOML", "extends": "healthy", "nodes": {"gpu-01": {"host": {
+        "files": {CONTAINERD_CONFIG: "version = 3\n[plugins.'io.containerd.cri.v1.runtime'\n  # nvidia\n  enable_cdi = \n"}}}}})
+    return ("--testbed", name)
+
+
+def _an_ownerless_look_alike_pod_is_not_the_device_plugin(tmp_path: Path) -> tuple[str, ...]:
+    look_alike = {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "nvidia-device-plugin-daemonset-hand1", "namespace": "gpu-operator"},
+        "spec": {"nodeName": "gpu-01", "containers": [{"name": "nvidia-device-plugin",
+                                                       "image": "nvcr.io/nvidia/k8s-device-plugin:v0.19.2"}]},
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}],
+                   "containerStatuses": [{"name": "nvidia-device-plugin", "ready": True, "restartCount": 0,
+                                          "state": {"running": {}}}]},
+    }
+    name = scenario(tmp_path, {"description": "hand-made device plugin pod", "extends": "healthy", "cluster": {
+        "gpu_operator": {"components": {"device-plugin": {"state": "absent"}}}, "objects": [look_alike]}})
+    return ("--testbed", name)
+
+
+def _checks_the_operator_never_reached_say_so_instead_of_passing(tmp_path: Path) -> tuple[str, ...]:
+    return ("--testbed", "clusterpolicy-not-ready")
+
+
+def _a_site_repository_without_makefile_makes_operator_separate_an_error(tmp_path: Path) -> tuple[str, ...]:
+    import shutil
+
+    from tests.conftest import REPO
+
+    site = tmp_path / "elsewhere" / "site"
+    shutil.copytree(REPO / "sites" / "tirosh-home", site)
+    return ("--testbed", "healthy", "--site", str(site))
+
+
+def _the_hardening_baseline_records_what_it_saw(tmp_path: Path) -> tuple[str, ...]:
+    return ("--testbed", "healthy")
+
+
+# test name -> the function that writes its scenario into the run's folder and returns the suite arguments
+RUNS: dict[str, Callable[[Path], tuple[str, ...]]] = {f"test{run.__name__}": run for run in (
+    _a_cuda_sample_with_exec_format_error_reports_state_and_log_not_a_timeout,
+    _a_crash_looping_device_plugin_is_summed_up_with_its_log_and_the_known_floor,
+    _no_finding_carries_assertion_introspection_or_object_reprs,
+    _nvidia_smi_exit_127_says_it_is_not_installed,
+    _a_missing_rke2_unit_is_said_to_not_exist,
+    _the_wrong_driver_flavour_claims_only_what_was_seen,
+    _no_kubelet_process_is_an_error_of_the_docker_check_not_a_pass,
+    _an_unparsable_runtime_version_is_an_error_not_a_pass,
+    _unparsable_containerd_toml_is_an_error_of_gpu_injection,
+    _an_ownerless_look_alike_pod_is_not_the_device_plugin,
+    _checks_the_operator_never_reached_say_so_instead_of_passing,
+    _a_site_repository_without_makefile_makes_operator_separate_an_error,
+    _the_hardening_baseline_records_what_it_saw,
+)}
+
+
+@pytest.fixture(scope="module")
+def finding_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The suite runs of the selected tests, E2E_WORKERS at a time (each test's scenario is written by RUNS)."""
+    return run_selected(tmp_path_factory, selected(request), RUNS)
+
+
+def test_a_cuda_sample_with_exec_format_error_reports_state_and_log_not_a_timeout(finding_runs, request):
+    tmp_path, _, doc = result_of(finding_runs, request.node.name)
     assert rule(doc, "ADR-0002.cuda-sample")["status"] == "failed"
     [message] = messages(doc, "ADR-0002.cuda-sample")
     assert "pod cuda-vectoradd-0 is Failed: container cuda-vectoradd terminated Error with exit code 255" in message
@@ -64,8 +173,8 @@ def test_a_cuda_sample_with_exec_format_error_reports_the_container_state_and_lo
     assert seconds < 60, "the sample must fail fast once its pod terminated, not wait out the timeout"
 
 
-def test_a_crash_looping_device_plugin_is_summed_up_with_its_log_and_the_known_floor(tmp_path):
-    _, doc = run_suite(tmp_path, "--testbed", "device-plugin-crashloop")
+def test_a_crash_looping_device_plugin_is_summed_up_with_its_log_and_the_known_floor(finding_runs, request):
+    tmp_path, _, doc = result_of(finding_runs, request.node.name)
     operand = next(m for m in messages(doc, "ADR-0002.operator-components") if "operands not Ready" in m)
     assert ("nvidia-device-plugin-daemonset-" in operand and "container nvidia-device-plugin waiting CrashLoopBackOff, "
             "14 restarts, last exit 1 Error" in operand)
@@ -82,50 +191,40 @@ def test_a_crash_looping_device_plugin_is_summed_up_with_its_log_and_the_known_f
     assert "error getting device memory: Not Supported" in previous or previous.startswith("no log: HTTP 400: ")
 
 
-def test_no_finding_carries_assertion_introspection_or_object_reprs(tmp_path):
-    _, doc = run_suite(tmp_path, "--testbed", "device-plugin-crashloop")
+def test_no_finding_carries_assertion_introspection_or_object_reprs(finding_runs, request):
+    tmp_path, _, doc = result_of(finding_runs, request.node.name)
     said = [t["message"] for r in doc["rules"] for t in r["tests"] if t["outcome"] == "failed"]
     assert said
     for message in said:
         assert not re.search(r"^assert |\nassert |Left contains|Use -v to get|object at 0x|AssertionError", message), message
 
 
-def test_nvidia_smi_exit_127_says_it_is_not_installed(tmp_path):
-    name = scenario(tmp_path, {"description": "no nvidia-smi", "extends": "healthy"},
-                    {"/usr/bin/nvidia-smi": "#!/bin/sh\necho 'sh: 1: nvidia-smi: not found' >&2\nexit 127\n"})
-    _, doc = run_suite(tmp_path, "--testbed", name)
+def test_nvidia_smi_exit_127_says_it_is_not_installed(finding_runs, request):
+    tmp_path, _, doc = result_of(finding_runs, request.node.name)
     assert rule(doc, "ADR-0002.host-driver")["status"] == "failed"
     smi = next(m for m in messages(doc, "ADR-0002.host-driver") if "nvidia-smi" in m)
     assert "nvidia-smi is not installed (exit 127, command not found)" in smi
     assert "not a documented nvidia-smi exit status" not in smi
 
 
-def test_a_missing_rke2_unit_is_said_to_not_exist(tmp_path):
-    name = scenario(tmp_path, {"description": "no rke2-server unit", "extends": "healthy",
-                               "nodes": {"gpu-01": {"host": {"services": {"rke2-server": None}}}}})
-    _, doc = run_suite(tmp_path, "--testbed", name)
+def test_a_missing_rke2_unit_is_said_to_not_exist(finding_runs, request):
+    tmp_path, _, doc = result_of(finding_runs, request.node.name)
     assert rule(doc, "ADR-0001.rke2-service")["status"] == "failed"
     [message] = messages(doc, "ADR-0001.rke2-service")
     assert message.startswith("rke2-server.service does not exist on gpu-01 (")
     assert message.endswith("RKE2 is not installed for role server; run make rke2/server/install")
 
 
-def test_the_wrong_driver_flavour_claims_only_what_was_seen(tmp_path):
-    name = scenario(tmp_path, {"description": "proprietary, nvidia-smi answers", "extends": "healthy",
-                               "nodes": {"gpu-01": {"host": {"driver": {"flavour": "proprietary"}}}}})
-    _, doc = run_suite(tmp_path, "--testbed", name)
+def test_the_wrong_driver_flavour_claims_only_what_was_seen(finding_runs, request):
+    tmp_path, _, doc = result_of(finding_runs, request.node.name)
     flavour = next(m for m in messages(doc, "ADR-0002.host-driver") if "OPEN kernel modules" in m)
     assert "the kernel log shows 'NVRM: GPU 000f:01:00.0: RmInitAdapter failed! (0x62:0x1a:2631)'" in flavour
     assert "hang" not in flavour
     assert not any("did not answer" in m for m in messages(doc, "ADR-0002.host-driver"))
 
 
-def test_no_kubelet_process_is_an_error_of_the_docker_check_not_a_pass(tmp_path):
-    name = scenario(tmp_path, {"description": "rke2 runs, no kubelet", "extends": "healthy", "nodes": {"gpu-01": {
-        "host": {"processes": ["/usr/local/bin/rke2 server",
-                               "containerd -c /var/lib/rancher/rke2/agent/etc/containerd/config.toml -a "
-                               "/run/k3s/containerd/containerd.sock --state /run/k3s/containerd"]}}}})
-    _, doc = run_suite(tmp_path, "--testbed", name)
+def test_no_kubelet_process_is_an_error_of_the_docker_check_not_a_pass(finding_runs, request):
+    tmp_path, _, doc = result_of(finding_runs, request.node.name)
     assert rule(doc, "ADR-0001.runtime-rke2-containerd")["status"] == "failed"
     for rule_id in ("ADR-0001.no-docker-cri", "ADR-0001.no-extra-containerd"):
         assert rule(doc, rule_id)["status"] == "error", rule_id
@@ -133,45 +232,29 @@ def test_no_kubelet_process_is_an_error_of_the_docker_check_not_a_pass(tmp_path)
         assert "no kubelet process (pgrep -x kubelet), so the runtime endpoint the kubelet uses cannot be observed" in message
 
 
-def test_an_unparsable_runtime_version_is_an_error_not_a_pass(tmp_path):
-    name = scenario(tmp_path, {"description": "odd runtime version", "extends": "healthy",
-                               "nodes": {"gpu-01": {"kube": {"container_runtime": "containerd"}}}})
-    _, doc = run_suite(tmp_path, "--testbed", name)
+def test_an_unparsable_runtime_version_is_an_error_not_a_pass(finding_runs, request):
+    tmp_path, _, doc = result_of(finding_runs, request.node.name)
     assert rule(doc, "ADR-0001.no-extra-containerd")["status"] == "error"
     [message] = messages(doc, "ADR-0001.no-extra-containerd")
     assert "containerRuntimeVersion 'containerd' is not <runtime>://<version>" in message
 
 
-def test_unparsable_containerd_toml_is_an_error_of_gpu_injection(tmp_path):
-    config = "/var/lib/rancher/rke2/agent/etc/containerd/config.toml"
-    name = scenario(tmp_path, {"description": "broken TOML", "extends": "healthy", "nodes": {"gpu-01": {"host": {
-        "files": {config: "version = 3\n[plugins.'io.containerd.cri.v1.runtime'\n  # nvidia\n  enable_cdi = \n"}}}}})
-    _, doc = run_suite(tmp_path, "--testbed", name)
+def test_unparsable_containerd_toml_is_an_error_of_gpu_injection(finding_runs, request):
+    tmp_path, _, doc = result_of(finding_runs, request.node.name)
     assert rule(doc, "ADR-0002.gpu-injection")["status"] == "error"
     message = next(m for m in messages(doc, "ADR-0002.gpu-injection") if "TOML" in m)
-    assert f"{config} is not valid TOML, so how containerd injects GPUs cannot be read" in message
+    assert f"{CONTAINERD_CONFIG} is not valid TOML, so how containerd injects GPUs cannot be read" in message
 
 
-def test_an_ownerless_look_alike_pod_is_not_the_device_plugin(tmp_path):
-    look_alike = {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "nvidia-device-plugin-daemonset-hand1", "namespace": "gpu-operator"},
-        "spec": {"nodeName": "gpu-01", "containers": [{"name": "nvidia-device-plugin",
-                                                       "image": "nvcr.io/nvidia/k8s-device-plugin:v0.19.2"}]},
-        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}],
-                   "containerStatuses": [{"name": "nvidia-device-plugin", "ready": True, "restartCount": 0,
-                                          "state": {"running": {}}}]},
-    }
-    name = scenario(tmp_path, {"description": "hand-made device plugin pod", "extends": "healthy", "cluster": {
-        "gpu_operator": {"components": {"device-plugin": {"state": "absent"}}}, "objects": [look_alike]}})
-    _, doc = run_suite(tmp_path, "--testbed", name)
+def test_an_ownerless_look_alike_pod_is_not_the_device_plugin(finding_runs, request):
+    tmp_path, _, doc = result_of(finding_runs, request.node.name)
     assert rule(doc, "ADR-0002.operator-components")["status"] == "failed"
     assert any("on gpu-01: no nvidia-device-plugin-daemonset pod" in m
                for m in messages(doc, "ADR-0002.operator-components"))
 
 
-def test_checks_the_operator_never_reached_say_so_instead_of_passing(tmp_path):
-    _, doc = run_suite(tmp_path, "--testbed", "clusterpolicy-not-ready")
+def test_checks_the_operator_never_reached_say_so_instead_of_passing(finding_runs, request):
+    tmp_path, _, doc = result_of(finding_runs, request.node.name)
     outcomes = {t["nodeid"].split("::")[1].split("[")[0]: (t["outcome"], t["message"])
                 for rule_id in ("ADR-0002.driver-source", "ADR-0002.gpu-injection") for t in rule(doc, rule_id)["tests"]}
     outcome, message = outcomes["test_operator_driver_label_names_the_driver_source"]
@@ -184,22 +267,16 @@ def test_checks_the_operator_never_reached_say_so_instead_of_passing(tmp_path):
     assert outcomes["test_exactly_one_driver_source"][0] == "passed"
 
 
-def test_a_site_repository_without_makefile_makes_operator_separate_an_error(tmp_path):
-    import shutil
-
-    from tests.conftest import REPO
-
-    site = tmp_path / "elsewhere" / "site"
-    shutil.copytree(REPO / "sites" / "tirosh-home", site)
-    _, doc = run_suite(tmp_path, "--testbed", "healthy", "--site", str(site))
+def test_a_site_repository_without_makefile_makes_operator_separate_an_error(finding_runs, request):
+    tmp_path, _, doc = result_of(finding_runs, request.node.name)
     assert rule(doc, "ADR-0002.operator-separate")["status"] == "error"
     for message in messages(doc, "ADR-0002.operator-separate"):
         assert "no Makefile or provisioning/*.mk, so the RKE2 install targets and the GPU Operator apply target " \
                "cannot be read" in message
 
 
-def test_the_hardening_baseline_records_what_it_saw(tmp_path):
-    _, doc = run_suite(tmp_path, "--testbed", "healthy")
+def test_the_hardening_baseline_records_what_it_saw(finding_runs, request):
+    tmp_path, _, doc = result_of(finding_runs, request.node.name)
     [baseline] = [e["value"] for e in evidence_of(tmp_path / "reports" / "latest", "ADR-0001.hardening-baseline")
                   if e["label"] == "hardening baseline"]
     assert baseline["cis_profile"] == "none (RKE2 runs without a CIS profile)"

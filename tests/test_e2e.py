@@ -7,7 +7,9 @@ import signal
 import time
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any, Callable
 
 import pytest
 
@@ -16,6 +18,47 @@ from tests.conftest import REPO
 pytestmark = pytest.mark.skipif(
     not Path("/usr/sbin/sshd").exists(), reason="the testbed needs openssh-server (make test installs it)"
 )
+
+
+# Suite runs at once: each is a subprocess with its own testbed (own address slot, own TMPDIR) that mostly waits on
+# SSH and the simulated kubelet, so a 2-core CI machine runs 4 of them in about a third of the serial time.
+E2E_WORKERS = int(os.environ.get("DGXSPARK_E2E_WORKERS", "4"))
+
+
+def run_selected(tmp_path_factory: pytest.TempPathFactory, wanted: list[str],
+                 runs: dict[str, Callable[[Path], tuple[str, ...]]]) -> dict[str, Any]:
+    """Run the suite for every wanted key at once (E2E_WORKERS in parallel).
+
+    `runs` maps a key to a function that, given the run's own folder, writes what the run needs there and returns
+    the suite arguments. Returns key -> (folder, proc, results) or the exception of that run, so that each test
+    reports its own run.
+    """
+    # short folder names: the run's TMPDIR holds SSH ControlMaster sockets (unix socket paths have 108 bytes)
+    folders = {key: tmp_path_factory.mktemp("run") for key in dict.fromkeys(wanted) if key in runs}
+
+    def one(key: str) -> Any:
+        try:
+            return folders[key], *run_suite(folders[key], *runs[key](folders[key]))
+        except BaseException as error:  # noqa: BLE001 - handed to the test of that run
+            return error
+
+    with ThreadPoolExecutor(max_workers=max(1, E2E_WORKERS)) as pool:
+        return dict(zip(folders, pool.map(one, folders)))
+
+
+def selected(request: pytest.FixtureRequest, test_name: str | None = None) -> list[str]:
+    """The parameter ids of the selected items of `test_name`, or the names of the module's selected tests."""
+    items = [i for i in request.session.items if i.module is request.module]
+    if test_name is None:
+        return [getattr(i, "originalname", i.name) for i in items]
+    return [i.callspec.id for i in items if getattr(i, "originalname", None) == test_name and hasattr(i, "callspec")]
+
+
+def result_of(runs: dict[str, Any], key: str) -> Any:
+    found = runs[key]
+    if isinstance(found, BaseException):
+        raise found
+    return found
 
 
 def bundled_scenarios() -> list[str]:
@@ -58,12 +101,20 @@ def assert_torn_down(tmp_path: Path) -> None:
     assert locks == [], f"the testbed's address slot was not released: {locks}"
 
 
+@pytest.fixture(scope="module")
+def scenario_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One suite run per selected bundled scenario, E2E_WORKERS at a time."""
+    wanted = selected(request, "test_the_suites_give_the_scenarios_expected_statuses_and_root_causes")
+    return run_selected(tmp_path_factory, wanted,
+                        {name: (lambda _folder, name=name: ("--testbed", name)) for name in bundled_scenarios()})
+
+
 @pytest.mark.parametrize("name", bundled_scenarios())
-def test_the_suites_give_the_scenarios_expected_statuses_and_root_causes(tmp_path, name):
+def test_the_suites_give_the_scenarios_expected_statuses_and_root_causes(scenario_runs, name):
     from pytest_dgxspark.testbed import scenario
 
     expect = scenario.load(name).expect
-    proc, doc = run_suite(tmp_path, "--testbed", name)
+    tmp_path, proc, doc = result_of(scenario_runs, name)
     got = {r["id"]: r["status"] for r in doc["rules"]}
     messages = {r["id"]: [t["message"] for t in r["tests"] if t["message"]] for r in doc["rules"]}
     wrong = {rid: (want, got.get(rid), messages.get(rid)) for rid, want in expect["rules"].items() if got.get(rid) != want}

@@ -10,17 +10,18 @@ import yaml
 
 from pytest_dgxspark import not_applicable
 from pytest_dgxspark.parsing import image_registry
-from pytest_dgxspark.checking import require
+from pytest_dgxspark.checking import require, unreadable
 
 REGISTRIES_YAML = "/etc/rancher/rke2/registries.yaml"
 
 
-def _mirrored_registries(text: str, mirror_host: str) -> set[str]:
+def _mirrored_registries(text: str, mirror_host: str, where: str) -> set[str]:
     """Registries that RKE2's registries.yaml sends to the mirror (`mirrors: {<registry>: {endpoint: [...]}}`)."""
     try:
         doc = yaml.safe_load(text) or {}
-    except yaml.YAMLError:
-        return set()
+    except yaml.YAMLError as error:
+        unreadable(f"{where}: {REGISTRIES_YAML} is not valid YAML, so where containerd pulls from cannot be read: "
+                   f"{str(error).splitlines()[0]}")
     found = set()
     for registry, entry in ((doc.get("mirrors") or {}) if isinstance(doc, dict) else {}).items():
         endpoints = [str(e) for e in ((entry or {}).get("endpoint") or [])]
@@ -50,8 +51,9 @@ def test_operator_images_come_from_the_mirror(
     per_node = []
     for spec in targets.hosts:
         if spec.gpu:
-            text = connections.host(spec).connect().run(f"cat {REGISTRIES_YAML} 2>/dev/null; true").stdout
-            per_node.append(_mirrored_registries(text, mirror_host))
+            target = connections.host(spec).connect()
+            text = target.run(f"cat {REGISTRIES_YAML} 2>/dev/null; true").stdout
+            per_node.append(_mirrored_registries(text, mirror_host, target.where))
     via_registries_yaml = set.intersection(*per_node) if per_node else set()
     evidence.record(f"registries sent to {mirror_host} by {REGISTRIES_YAML} on every GPU node", sorted(via_registries_yaml))
     outside = sorted(

@@ -16,7 +16,7 @@ from pytest_dgxspark.parsing import (
     node_internal_ips,
     parse_ip_addr_json,
 )
-from pytest_dgxspark.checking import require
+from pytest_dgxspark.checking import require, unreadable
 
 NETPLAN = "for f in /etc/netplan/*.yaml /etc/netplan/*.yml; do [ -f \"$f\" ] && { echo '---'; cat \"$f\"; }; done; true"
 
@@ -37,11 +37,13 @@ def test_node_internal_ip_is_the_inventory_address(host_target: HostTarget, host
 def test_inventory_address_is_configured_statically(host_target: HostTarget, evidence: Any) -> None:
     addresses = addresses_of(host_target.spec.address)
     ip_addr = evidence.command(host_target, "ip -j addr show")
-    require(ip_addr.rc == 0, f"{host_target.where}: `ip -j addr show` exited {ip_addr.rc}: {ip_addr.stderr.strip()}")
+    if ip_addr.rc != 0:
+        unreadable(f"{host_target.where}: `ip -j addr show` exited {ip_addr.rc} ({ip_addr.stderr.strip()[-200:]}): the "
+                   "host's addresses cannot be read")
     matches = [a for a in parse_ip_addr_json(ip_addr.stdout) if a.address in addresses]
     require(
         matches,
-        f"{host_target.where}: no interface carries the inventory address {sorted(addresses)} (ip -j addr)",
+        f"{host_target.where}: no interface carries the inventory address {', '.join(sorted(addresses))} (ip -j addr)",
     )
     address = matches[0].address
     iface = matches[0].ifname
@@ -49,7 +51,11 @@ def test_inventory_address_is_configured_statically(host_target: HostTarget, evi
         f"{host_target.where}: {address} on {iface} is a DHCP lease (`dynamic` in ip addr); configure it statically"
     ))
     netplan = evidence.command(host_target, NETPLAN)
-    documents = [d for d in yaml.safe_load_all(netplan.stdout or "") if isinstance(d, dict)] if netplan.rc == 0 else []
+    try:
+        documents = [d for d in yaml.safe_load_all(netplan.stdout or "") if isinstance(d, dict)]
+    except yaml.YAMLError as error:
+        unreadable(f"{host_target.where}: /etc/netplan/*.yaml is not valid YAML, so how {address} is configured cannot "
+                   f"be read: {str(error).splitlines()[0]}")
     definitions = netplan_dhcp_interfaces(documents)
     named = {
         name: d for name, d in definitions.items()
