@@ -139,7 +139,7 @@ def test_a_forged_continue_token_is_a_400(raw: Raw) -> None:
 def test_every_kind_honours_limit(tb: Testbed, raw: Raw) -> None:
     from pytest_dgxspark.testbed.resources import RESOURCES
 
-    for r in RESOURCES:
+    for r in (r for r in RESOURCES if not r.virtual):
         prefix = f"/api/{r.version}" if not r.group else f"/apis/{r.group_version}"
         _, _, all_items = raw("GET", f"{prefix}/{r.plural}")
         _, _, one = raw("GET", f"{prefix}/{r.plural}?limit=1")
@@ -504,7 +504,8 @@ def test_a_protobuf_body_of_another_kind_is_refused_not_guessed(raw: Raw) -> Non
     code, _, answer = raw("POST", "/apis/apps/v1/namespaces/default/deployments", body, "application/vnd.kubernetes.protobuf")
     assert code == 415 and answer["reason"] == "UnsupportedMediaType"
     assert answer["message"].endswith("(the testbed decodes protobuf bodies of ConfigMap, Secret, Namespace, ServiceAccount, "
-                                      "Eviction only, not Deps)")
+                                      "Eviction, SelfSubjectAccessReview, SelfSubjectRulesReview, SelfSubjectReview only, "
+                                      "not Deps)")
 
 
 def test_deletecollection_deletes_what_the_selector_matches(raw: Raw) -> None:
@@ -613,6 +614,24 @@ def test_pod_logs_per_container_previous_tail_and_limit(tmp_path: Path) -> None:
         assert code == 400 and body["message"] == f"container nope is not valid for pod {pod.metadata.name}"
     finally:
         bed.down()
+
+
+@needs_kubectl
+def test_kubectl_auth_can_i_and_whoami_answer_for_the_client_certificate(tb: Testbed) -> None:
+    assert _kubectl(tb, "auth", "can-i", "patch", "nodes").stdout.strip() == "yes"
+    assert _kubectl(tb, "auth", "can-i", "delete", "helmcharts.helm.cattle.io", "-n", "kube-system").stdout.strip() == "yes"
+    who = _kubectl(tb, "auth", "whoami", "-o", "json").stdout
+    assert json.loads(who)["status"]["userInfo"] == {"username": "system:admin", "groups": ["system:masters", "system:authenticated"]}
+    rules = _kubectl(tb, "auth", "can-i", "--list").stdout.splitlines()
+    assert rules[1].split() == ["*.*", "[]", "[]", "[*]"]
+
+
+def test_reviews_are_answered_never_stored(raw: Raw) -> None:
+    review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+              "spec": {"resourceAttributes": {"verb": "get", "resource": "secrets", "namespace": "argocd"}}}
+    code, _, answer = raw("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", review)
+    assert code == 201 and answer["status"]["allowed"] is True and answer["spec"] == review["spec"]
+    assert raw("GET", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews")[0] == 405
 
 
 # --- faults are validated before anything starts --------------------------------------------------------------

@@ -172,7 +172,7 @@ class Handler(BaseHTTPRequestHandler):
                 reason, message = faults.MESSAGES[decision.status]
                 causes = {"causes": [{"message": "etcdserver: request timed out"}]} if decision.status == 500 else {}
                 self.send_json(decision.status, status_body(decision.status, reason, message, causes or None))
-            elif not self._authenticated():
+            elif not self._authenticate():
                 self.send_json(401, status_body(401, "Unauthorized", "Unauthorized"))
             else:
                 handlers.dispatch(self, method, parts.path, query, body)
@@ -190,15 +190,23 @@ class Handler(BaseHTTPRequestHandler):
                 self.close_connection = True
                 self.server.die()
 
-    def _authenticated(self) -> bool:
+    def _authenticate(self) -> bool:
+        """A known bearer token (the Argo CD manager's) or a client certificate of the cluster CA; sets `self.user`."""
         header = self.headers.get("Authorization", "")
         if header.startswith("Bearer ") and header[7:].strip() in self.server.tokens:
+            self.user = {"username": "system:serviceaccount:kube-system:argocd-manager",
+                         "groups": ["system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"]}
             return True
         try:
             cert = self.connection.getpeercert()  # type: ignore[attr-defined]
         except (ValueError, AttributeError):
             cert = None
-        return bool(cert)
+        if not cert:
+            return False
+        subject = [entry for rdn in cert.get("subject", ()) for entry in rdn]
+        self.user = {"username": next((v for k, v in subject if k == "commonName"), ""),
+                     "groups": [v for k, v in subject if k == "organizationName"] + ["system:authenticated"]}
+        return True
 
     def send_response(self, code: int, message: str | None = None) -> None:
         """Every answer, errors included, names the testbed scenario (how a client knows it reached a simulation)."""

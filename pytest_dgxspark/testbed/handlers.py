@@ -6,7 +6,7 @@ import json
 import time
 from typing import Any
 
-from pytest_dgxspark.testbed import deletes, openapi, paging, printing, resources, writes
+from pytest_dgxspark.testbed import deletes, openapi, paging, printing, resources, reviews, writes
 from pytest_dgxspark.testbed.reply import ApiError, Exchange, bad_request, method_not_allowed, no_route, not_found, status_body
 from pytest_dgxspark.testbed.resources import Resource
 from pytest_dgxspark.testbed.store import SelectorError, field_value, parse_fields, parse_labels
@@ -51,6 +51,10 @@ def _route(h: Exchange, method: str, path: str, query: dict[str, str], body: byt
         raise method_not_allowed()
     if sub == "eviction":
         return deletes.evict(h, r, namespace or "", name or "", body, query)
+    if r.virtual:
+        if method != "POST" or name:
+            raise method_not_allowed()
+        return reviews.answer(h, r, writes.parse_body(h, body))
     if method == "GET" and sub == "log":
         return _pod_log(h, namespace or "", name or "", query)
     if method == "GET" and name:

@@ -23,12 +23,15 @@ META = "io.k8s.apimachinery.pkg.apis.meta.v1"
 META_TYPES = {"ObjectMeta", "ListMeta", "OwnerReference", "ManagedFieldsEntry", "LabelSelector", "LabelSelectorRequirement",
               "Condition", "Status", "StatusDetails", "StatusCause", "DeleteOptions", "Preconditions"}
 PACKAGES = {"": "io.k8s.api.core.v1", "apps": "io.k8s.api.apps.v1", "batch": "io.k8s.api.batch.v1",
+            "authorization.k8s.io": "io.k8s.api.authorization.v1", "authentication.k8s.io": "io.k8s.api.authentication.v1",
             "coordination.k8s.io": "io.k8s.api.coordination.v1", "node.k8s.io": "io.k8s.api.node.v1",
             "apiextensions.k8s.io": "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1"}
 MODELS = {"nodes": "V1Node", "namespaces": "V1Namespace", "pods": "V1Pod", "events": "CoreV1Event", "services": "V1Service",
           "endpoints": "V1Endpoints", "configmaps": "V1ConfigMap", "secrets": "V1Secret", "serviceaccounts": "V1ServiceAccount",
           "daemonsets": "V1DaemonSet", "deployments": "V1Deployment", "replicasets": "V1ReplicaSet", "jobs": "V1Job",
-          "leases": "V1Lease", "runtimeclasses": "V1RuntimeClass", "customresourcedefinitions": "V1CustomResourceDefinition"}
+          "leases": "V1Lease", "runtimeclasses": "V1RuntimeClass", "customresourcedefinitions": "V1CustomResourceDefinition",
+          "selfsubjectaccessreviews": "V1SelfSubjectAccessReview", "selfsubjectrulesreviews": "V1SelfSubjectRulesReview",
+          "selfsubjectreviews": "V1SelfSubjectReview"}
 # core types reached first through another group's kinds (a DaemonSet's pod template is core/v1)
 CORE_FIRST = ("V1PodTemplateSpec", "V1PodSpec")
 PATCH_TYPES = ("application/apply-patch+yaml", "application/json-patch+json", "application/merge-patch+json",
@@ -173,6 +176,8 @@ def _operation(r: Resource, verb: str, action: str, schema: str, v2: bool, patch
 def _paths(r: Resource, schema: str, v2: bool) -> dict[str, dict[str, Any]]:
     base = "/api/v1" if not r.group else f"/apis/{r.group_version}"
     scope = f"{base}/namespaces/{{namespace}}/{r.plural}" if r.namespaced else f"{base}/{r.plural}"
+    if r.virtual:
+        return {scope: {"post": _operation(r, "create", "post", schema, v2)}}
     item: dict[str, Any] = {"get": _operation(r, "read", "get", schema, v2)}
     if r.writable:
         item.update({"put": _operation(r, "replace", "put", schema, v2), "patch": _operation(r, "patch", "patch", schema, v2, True),

@@ -1,6 +1,7 @@
 """Request bodies in Kubernetes' protobuf encoding, for the kinds kubectl's typed clients send.
 
-`kubectl create namespace|configmap|secret|serviceaccount` and `kubectl drain` (Eviction) encode their request as
+`kubectl create namespace|configmap|secret|serviceaccount`, `kubectl drain` (Eviction) and `kubectl auth can-i|whoami`
+(the self-reviews) encode their request as
 `k8s\\x00` + runtime.Unknown{typeMeta, raw}. Field numbers are those of k8s.io/api's generated.proto, checked
 against bodies kubectl v1.32 sent. Other kinds are refused (415) rather than guessed.
 """
@@ -30,8 +31,18 @@ MESSAGES: dict[str, dict[int, tuple[str, str]]] = {
     "LocalObjectReference": {1: ("name", "str")},
     "Eviction": {1: ("metadata", "ObjectMeta"), 2: ("deleteOptions", "DeleteOptions")},
     "DeleteOptions": {1: ("gracePeriodSeconds", "int"), 4: ("propagationPolicy", "str"), 5: ("dryRun", "strs")},
+    "SelfSubjectAccessReview": {1: ("metadata", "ObjectMeta"), 2: ("spec", "SelfSubjectAccessReviewSpec")},
+    "SelfSubjectAccessReviewSpec": {1: ("resourceAttributes", "ResourceAttributes"),
+                                    2: ("nonResourceAttributes", "NonResourceAttributes")},
+    "ResourceAttributes": {1: ("namespace", "str"), 2: ("verb", "str"), 3: ("group", "str"), 4: ("version", "str"),
+                           5: ("resource", "str"), 6: ("subresource", "str"), 7: ("name", "str")},
+    "NonResourceAttributes": {1: ("path", "str"), 2: ("verb", "str")},
+    "SelfSubjectRulesReview": {1: ("metadata", "ObjectMeta"), 2: ("spec", "SelfSubjectRulesReviewSpec")},
+    "SelfSubjectRulesReviewSpec": {1: ("namespace", "str")},
+    "SelfSubjectReview": {1: ("metadata", "ObjectMeta")},
 }
-KINDS = ("ConfigMap", "Secret", "Namespace", "ServiceAccount", "Eviction")
+KINDS = ("ConfigMap", "Secret", "Namespace", "ServiceAccount", "Eviction", "SelfSubjectAccessReview", "SelfSubjectRulesReview",
+         "SelfSubjectReview")
 
 
 class ProtobufError(ValueError):

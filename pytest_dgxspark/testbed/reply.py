@@ -12,6 +12,7 @@ class Exchange(Protocol):
 
     headers: Any
     server: Any
+    user: dict[str, Any]  # {"username", "groups"} of the authenticated client
 
     def send_json(self, code: int, body: dict[str, Any], content_type: str = "application/json") -> None: ...
 

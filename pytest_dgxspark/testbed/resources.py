@@ -24,6 +24,7 @@ class Resource:
     namespaced: bool
     short: tuple[str, ...] = ()
     writable: bool = True
+    virtual: bool = False  # a review: created (answered), never stored, listed or read
 
     @property
     def key(self) -> str:
@@ -38,8 +39,9 @@ class Resource:
         return "." not in self.group or self.group.endswith(".k8s.io")
 
     def discovery(self) -> dict[str, Any]:
+        verbs = ["create"] if self.virtual else list(READ + (WRITE if self.writable else ()))
         entry: dict[str, Any] = {"name": self.plural, "singularName": self.singular, "namespaced": self.namespaced,
-                                 "kind": self.kind, "verbs": list(READ + (WRITE if self.writable else ()))}
+                                 "kind": self.kind, "verbs": verbs}
         if self.short:
             entry["shortNames"] = list(self.short)
         if self.plural in ("pods", "daemonsets", "deployments", "replicasets", "jobs", "services"):
@@ -62,6 +64,12 @@ RESOURCES = (
     Resource("apps", "v1", "replicasets", "replicaset", "ReplicaSet", True, ("rs",)),
     Resource("batch", "v1", "jobs", "job", "Job", True),
     Resource("coordination.k8s.io", "v1", "leases", "lease", "Lease", True),
+    Resource("authorization.k8s.io", "v1", "selfsubjectaccessreviews", "selfsubjectaccessreview", "SelfSubjectAccessReview",
+             False, virtual=True),
+    Resource("authorization.k8s.io", "v1", "selfsubjectrulesreviews", "selfsubjectrulesreview", "SelfSubjectRulesReview",
+             False, virtual=True),
+    Resource("authentication.k8s.io", "v1", "selfsubjectreviews", "selfsubjectreview", "SelfSubjectReview", False,
+             virtual=True),
     Resource("node.k8s.io", "v1", "runtimeclasses", "runtimeclass", "RuntimeClass", False),
     # read-only: a CRD created here would not make its resource served, so the testbed refuses rather than pretends
     Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "customresourcedefinition",
