@@ -15,15 +15,18 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 
 
-def scenario_dir(root: Path, nodes: int) -> Path:
-    """A scenario extending `healthy` with nodes gpu-02..gpu-NN as DGX Spark agents."""
+def scenario_dir(root: Path, nodes: int, latency_ms: int = 20) -> Path:
+    """A scenario extending `healthy` with nodes gpu-02..gpu-NN as DGX Spark agents; every SSH command on every node
+    starts `latency_ms` late (host fault `latency_ms`: a LAN round trip plus sshd's session start)."""
     directory = root / f"bench-{nodes}"
     directory.mkdir(parents=True)
+    faults = {"faults": {"latency_ms": latency_ms}} if latency_ms else {}
     extra = {
         f"gpu-{i:02d}": {"role": "agent", "gpu": True, "model": "dgx-spark",
-                         "host": {"hostname": f"gpu-{i:02d}"}, "kube": {"gpus": 1}}
+                         "host": {"hostname": f"gpu-{i:02d}", **faults}, "kube": {"gpus": 1}}
         for i in range(2, nodes + 1)
     }
+    extra["gpu-01"] = {"host": dict(faults)}
     doc = {"description": f"benchmark: {nodes} DGX Spark nodes", "extends": "healthy", "nodes": extra,
            "expect": {"rules": {}, "root_causes": []}}
     (directory / "scenario.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
@@ -55,11 +58,11 @@ def lists_per_kind(requests: list[dict]) -> Counter:
     return counts
 
 
-def run(nodes: int, work: Path) -> dict:
+def run(nodes: int, work: Path, latency_ms: int = 20) -> dict:
     from pytest_dgxspark.testbed import Testbed
     from pytest_dgxspark.testbed.hosts import ssh_connection_count
 
-    scenario = scenario_dir(work, nodes)
+    scenario = scenario_dir(work, nodes, latency_ms)
     tb_dir = work / f"tb-{nodes}"
     with Testbed(scenario, tb_dir) as testbed:
         started = time.monotonic()
@@ -82,11 +85,12 @@ def run(nodes: int, work: Path) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pytest_dgxspark.bench", description=__doc__)
     parser.add_argument("--nodes", type=int, default=16)
+    parser.add_argument("--ssh-latency-ms", type=int, default=20, help="delay of every SSH command (host fault latency_ms)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="dgxspark-bench-") as tmp:
         work = Path(tmp)
-        one = run(1, work)
-        many = run(args.nodes, work)
+        one = run(1, work, args.ssh_latency_ms)
+        many = run(args.nodes, work, args.ssh_latency_ms)
     for r in (one, many):
         print(f"bench: {r['nodes']:>2} node(s): {r['wall_s']:.1f} s, exit {r['exit']}, lists {r['lists']}, "
               f"ssh connections {r['ssh_conns']}")
@@ -95,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     ratio = many["wall_s"] / one["wall_s"]
     lists_max = max([*one["lists"].values(), *many["lists"].values(), 0])
     conns_max = max([*one["ssh_conns"].values(), *many["ssh_conns"].values(), 0])
-    print(f"bench: nodes={args.nodes} wall_ratio_16_1={ratio:.2f} lists_per_kind_max={lists_max} "
+    print(f"bench: nodes={args.nodes} ssh_latency_ms={args.ssh_latency_ms} wall_ratio_16_1={ratio:.2f} lists_per_kind_max={lists_max} "
           f"ssh_conns_per_host={conns_max}")
     return 0
 

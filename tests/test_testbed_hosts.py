@@ -357,6 +357,24 @@ def test_a_frozen_host_keeps_tcp_up_while_its_commands_hang(tmp_path: Path, keyp
             assert sock.recv(64).startswith(b"SSH-2.0-")
 
 
+def test_the_suites_ssh_backend_gives_up_on_a_frozen_host_instead_of_hanging(tmp_path: Path, keypair: Path, slot: int) -> None:
+    from pytest_dgxspark.site import HostSpec
+    from pytest_dgxspark.targets_conn.ssh import TIMEOUT_EXIT, HostTarget
+
+    with running({"faults": {"freeze_after": 1}}, tmp_path, keypair, slot) as node:
+        control = Path(tempfile.mkdtemp(prefix="dgxs-fz-"))
+        spec = HostSpec("gpu-01", node.handle.address, identity_file=str(keypair), ssh_config=str(node.ssh_config))
+        target = HostTarget(spec, str(control), 0).connect()  # command 1: the master connection's `true`
+        backend = target.host.backend
+        backend._local_limit = 2  # the run's limit is the command timeout + 30 s; the frozen host never answers
+        start = time.monotonic()
+        result = backend.run_ssh("hostname")
+        assert result.rc == TIMEOUT_EXIT and "ssh session did not return in time" in result.stderr
+        assert time.monotonic() - start < 15
+        target.close()
+        shutil.rmtree(control, ignore_errors=True)
+
+
 def test_latency_delays_every_ssh_command(tmp_path: Path, keypair: Path, slot: int) -> None:
     with running({"faults": {"latency_ms": 300}}, tmp_path, keypair, slot) as node:
         node.ssh("true")  # opens the shared master connection

@@ -25,6 +25,24 @@ _SSH_FAILURE = re.compile(
 )
 
 
+def _abandon(proc: subprocess.Popen[bytes]) -> tuple[bytes, bytes]:
+    """Kill the shell and its ssh client (their own process group) and give up their output. On a frozen host
+    (TCP up, the remote command hangs) the ControlMaster keeps the session's pipes open, so waiting for EOF would
+    hang the run: after 5 s the pipes are closed unread."""
+    try:
+        os.killpg(proc.pid, 9)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        return proc.communicate(timeout=5)
+    except subprocess.TimeoutExpired:
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+        proc.wait()
+        return b"", b""
+
+
 class HostUnreachable(TargetError):
     """A host could not be reached over SSH (the message names host, address and the SSH error)."""
 
@@ -59,12 +77,12 @@ class _GuardedSshBackend(SshBackend):
 
     def run_local(self, command: str, *args: str) -> CommandResult:
         cmd = self.encode(self.quote(command, *args))
-        proc = subprocess.Popen(cmd, shell=True, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(cmd, shell=True, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True)
         try:
             stdout, stderr = proc.communicate(timeout=self._local_limit)
         except subprocess.TimeoutExpired:
-            proc.kill()
-            stdout, stderr = proc.communicate()
+            stdout, stderr = _abandon(proc)
             return self.result(TIMEOUT_EXIT, cmd, stdout, stderr + b"\nssh session did not return in time")
         return self.result(proc.returncode, cmd, stdout, stderr)
 
