@@ -91,10 +91,12 @@ def cri_snapshot(objects_: list[dict[str, Any]]) -> dict[str, dict[str, list[dic
         sandbox = hashlib.sha256(str(meta.get("uid", meta.get("name"))).encode()).hexdigest()
         node["pods"].append({"id": sandbox, "name": meta["name"], "namespace": meta.get("namespace", ""),
                              "runtime": spec.get("runtimeClassName") or "(default)"})
+        images = {c.get("name"): c.get("image", "") for c in spec.get("containers") or []}
         for cs in status.get("containerStatuses") or []:
             if "running" not in (cs.get("state") or {}):
                 continue
-            node["containers"].append({"id": str(cs.get("containerID", "")).split("://")[-1], "image": cs["image"],
+            image = cs.get("image") or images.get(cs.get("name"), "")  # a hand-written status may leave it out
+            node["containers"].append({"id": str(cs.get("containerID", "")).split("://")[-1], "image": image,
                                        "name": cs["name"], "pod_id": sandbox, "pod": meta["name"],
                                        "namespace": meta.get("namespace", ""), "attempt": cs.get("restartCount", 0)})
     return out
