@@ -11,10 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-import yaml
 
 from pytest_dgxspark.schemas import HELMCHART_SCHEMA, INVENTORY_SCHEMA, VARS_SCHEMA
-from pytest_dgxspark.yamlload import load_yaml
+from pytest_dgxspark.yamlload import load_yaml, loads
 
 SERVER_GROUP = "rke2_servers"
 AGENT_GROUP = "rke2_agents"
@@ -269,12 +268,13 @@ def load_site(root: Path) -> Site:
     hosts: tuple[HostSpec, ...] = ()
     if helmchart is not None:
         values = helmchart["spec"].get("valuesContent")
-        try:
-            parsed = yaml.safe_load(values or "")
+        where = f"{root / 'rke2' / 'gpu-operator.helmchart.yaml'}: spec.valuesContent"
+        try:  # the same budget as the files themselves: an alias bomb inside valuesContent is refused too
+            parsed = loads(values or "", where)
             if parsed is not None and not isinstance(parsed, dict):
-                raise yaml.YAMLError(f"expected a mapping, got {type(parsed).__name__}")
-        except yaml.YAMLError as exc:
-            problems.append(f"{root / 'rke2' / 'gpu-operator.helmchart.yaml'}: spec.valuesContent: not YAML values: {exc}")
+                problems.append(f"{where}: not YAML values: expected a mapping, got {type(parsed).__name__}")
+        except ValueError as exc:
+            problems.append(str(exc).replace(f"{where}: ", f"{where}: not YAML values: ", 1))
     if inventory is not None:
         problems.extend(inventory_problems(inventory, root / "inventory.yml"))
     if inventory is not None and not problems:

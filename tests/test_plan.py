@@ -253,3 +253,17 @@ def test_make_demo_passes_site_only_when_site_is_given(args, site_option):
                          timeout=60, check=True, env=env).stdout
     line = next(ln for ln in dry.splitlines() if "--testbed airgap-mirror-missing" in ln)
     assert ("--site sites/tirosh-home" in line) is site_option
+
+
+def test_an_alias_bomb_inside_values_content_is_refused_naming_the_key(pytester, suite):
+    suite("host", TOUCH)
+    chart = site_dir(pytester) / "rke2" / "gpu-operator.helmchart.yaml"
+    bomb = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    for prev, name in zip("abcdefgh", "bcdefghi"):
+        bomb.append(f"{name}: &{name} [" + ",".join([f"*{prev}"] * 9) + "]")
+    text = chart.read_text()
+    chart.write_text(text[:text.index("  valuesContent: |-")] + "  valuesContent: |-\n" +
+                     "".join(f"    {line}\n" for line in bomb))
+    usage_error(pytester.runpytest(*SITE_ARGS),
+                "*gpu-operator.helmchart.yaml: spec.valuesContent: not YAML values: expands to more than 200000 nodes "
+                "through aliases at line * (a YAML alias bomb?)")
