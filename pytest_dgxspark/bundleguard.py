@@ -184,13 +184,23 @@ def scan_written(config: pytest.Config) -> None:
     _fix_modes(run_dir)
 
 
+# How a complete junit.xml and report.html end: a file that does not is the part a full disk left.
+_COMPLETE_END = {"junit.xml": b"</testsuites>", "report.html": b"</html>"}
+
+
 def reports_not_written(config: pytest.Config, exc: OSError) -> None:
-    """junit.xml or report.html could not be written: name the file and what the bundle kept."""
+    """junit.xml or report.html could not be written: name it, remove what is left of it, say what was kept."""
     from pytest_dgxspark.results import run_info
 
     run_dir = run_info(config).dir
+    named = [exc.filename] if exc.filename else []
+    for name, end in _COMPLETE_END.items():
+        path = run_dir / name
+        if path.is_file() and not path.read_bytes().rstrip().endswith(end):
+            path.unlink()
+            named.append(f"{name} (partial, removed)")
     kept = sorted(str(p.relative_to(run_dir)) for p in run_dir.rglob("*") if p.is_file()) if run_dir.is_dir() else []
-    _say(config, f"dgxspark: BUNDLE INCOMPLETE ON DISK: {exc.filename or 'a report file'}: not written "
+    _say(config, f"dgxspark: BUNDLE INCOMPLETE ON DISK: {', '.join(named) or 'junit.xml or report.html'}: not written "
                  f"({exc.strerror or exc}); kept: {', '.join(kept) or 'nothing'}")
 
 

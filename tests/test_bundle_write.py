@@ -113,3 +113,38 @@ def test_a_secret_that_reaches_a_bundle_file_removes_it_and_makes_the_run_incomp
     assert any("reached stray.txt: the file was removed" in r for r in doc["verdict_reasons"])
     assert result.ret == 6
     assert not any(b"Become-Pass-Canary-1234" in p.read_bytes() for p in run.rglob("*") if p.is_file())
+
+
+def _in_mount_namespace(tmp_path, mount: str, *pytest_args: str):
+    """Run pytest in a project copy whose report dir is a fresh tmpfs mount (a tiny or read-only disk)."""
+    import shutil
+    import subprocess
+    import sys
+
+    from tests.conftest import SITE
+
+    shutil.copytree(SITE, tmp_path / "sites" / "tirosh-home")
+    (tmp_path / "suites" / "host").mkdir(parents=True)
+    (tmp_path / "suites" / "host" / "test_host.py").write_text(
+        "import pytest\n\n@pytest.mark.rule('ADR-0002.host-driver')\ndef test_driver(evidence):\n"
+        "    evidence.record('x', 'y' * 30000)\n")
+    (tmp_path / "out").mkdir()
+    script = (f"mount -t tmpfs -o {mount} tmpfs out && exec {sys.executable} -m pytest -p no:cacheprovider "
+              f"--site sites/tirosh-home --report-dir out -q {' '.join(pytest_args)}")
+    return subprocess.run(["unshare", "-m", "sh", "-c", script], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120, check=False)
+
+
+def test_a_real_full_disk_names_the_partial_report_and_keeps_results_json(tmp_path):
+    proc = _in_mount_namespace(tmp_path, "size=120k")
+    assert "dgxspark: BUNDLE INCOMPLETE ON DISK: report.html (partial, removed): not written (No space left on " \
+           "device); kept: evidence/000-test_driver.json, junit.xml, results.json" in proc.stdout, proc.stdout[-3000:]
+    assert "dgxspark: INCOMPLETE; root causes: none" in proc.stdout
+    assert "Traceback" not in proc.stdout + proc.stderr and "INTERNALERROR" not in proc.stdout
+
+
+def test_a_read_only_report_dir_is_a_usage_error_before_any_target(tmp_path):
+    proc = _in_mount_namespace(tmp_path, "ro,size=64k")
+    assert proc.returncode == 4
+    assert "cannot be written (Read-only file system); expected a directory this user can create files in" in proc.stderr
+    assert "INTERNALERROR" not in proc.stdout + proc.stderr
