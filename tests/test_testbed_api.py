@@ -463,6 +463,31 @@ def test_kubectl_apply_creates_leaves_unchanged_and_configures(tb: Testbed) -> N
 
 
 @needs_kubectl
+def test_kubectl_apply_removes_a_container_dropped_from_the_manifest(tb: Testbed) -> None:
+    two = ("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: default}\nspec:\n  replicas: 1\n"
+           "  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    spec:\n      containers:\n"
+           "      - {name: a, image: 'busybox:1.36'}\n      - {name: b, image: 'busybox:1.36'}\n")
+    _kubectl(tb, "apply", "-f", "-", stdin=two)
+    _kubectl(tb, "apply", "-f", "-", stdin=two.replace("      - {name: b, image: 'busybox:1.36'}\n", ""))
+    deploy = json.loads(_kubectl(tb, "get", "deploy", "web", "-n", "default", "-o", "json").stdout)
+    assert [c["name"] for c in deploy["spec"]["template"]["spec"]["containers"]] == ["a"]
+    assert deploy["metadata"]["generation"] == 2
+
+
+def test_strategic_merge_patch_deletes_and_merges_keyed_list_items(raw: Raw) -> None:
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "smp"},
+           "spec": {"containers": [{"name": "a", "image": "busybox:1.36", "env": [{"name": "X", "value": "1"}]},
+                                   {"name": "b", "image": "busybox:1.36"}]}}
+    raw("POST", "/api/v1/namespaces/default/pods", pod)
+    patch = {"spec": {"$setElementOrder/containers": [{"name": "a"}],
+                      "containers": [{"name": "a", "env": [{"name": "Y", "value": "2"}]}, {"$patch": "delete", "name": "b"}]}}
+    code, _, patched = raw("PATCH", "/api/v1/namespaces/default/pods/smp", patch, "application/strategic-merge-patch+json")
+    assert code == 200 and [c["name"] for c in patched["spec"]["containers"]] == ["a"]
+    assert patched["spec"]["containers"][0]["env"] == [{"name": "X", "value": "1"}, {"name": "Y", "value": "2"}]
+    assert patched["spec"]["containers"][0]["image"] == "busybox:1.36"
+
+
+@needs_kubectl
 def test_kubectl_apply_of_a_typo_is_refused_by_strict_field_validation(tb: Testbed) -> None:
     proc = _kubectl(tb, "apply", "-f", "-", ok=False,
                     stdin="apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: typo\n  namespace: default\ndatta:\n  a: b\n")

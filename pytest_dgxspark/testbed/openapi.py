@@ -16,7 +16,7 @@ import types
 import typing
 from typing import Any
 
-from pytest_dgxspark.testbed import resources
+from pytest_dgxspark.testbed import patches, resources
 from pytest_dgxspark.testbed.resources import Resource
 
 META = "io.k8s.apimachinery.pkg.apis.meta.v1"
@@ -73,7 +73,7 @@ class _Builder:
             if field.description:
                 schema = {"allOf": [schema], "description": field.description} if "$ref" in schema else \
                     {**schema, "description": field.description}
-            props[key] = schema
+            props[key] = _patch_strategy(cls.__name__, key, schema)
             if not optional:
                 required.append(key)
         out: dict[str, Any] = {"type": "object", "description": " ".join(doc.split()), "properties": props}
@@ -112,6 +112,18 @@ class _Builder:
         if isinstance(annotation, type) and hasattr(annotation, "model_fields"):
             return {"$ref": f"#/components/schemas/{self.name_of(annotation, package)}"}, optional
         return {"x-kubernetes-preserve-unknown-fields": True}, optional
+
+
+def _patch_strategy(owner: str, key: str, schema: dict[str, Any]) -> dict[str, Any]:
+    """The `x-kubernetes-patch-*` extensions of k8s.io/api's struct tags, which kubectl reads to build strategic merge
+    patches (without them it sends a keyed list whole, and the server would merge it by key)."""
+    if key in patches.MERGED_PRIMITIVES and owner == "V1ObjectMeta":
+        return {**schema, "x-kubernetes-patch-strategy": "merge"}
+    if key not in patches.MERGE_KEYS or schema.get("type") != "array" or (key == "ports" and owner not in patches.MERGED_PORTS):
+        return schema
+    merge_key = patches.SERVICE_PORT_KEY if (key, owner) == ("ports", "V1ServiceSpec") else patches.MERGE_KEYS[key]
+    strategy = "merge,retainKeys" if key == "volumes" else "merge"
+    return {**schema, "x-kubernetes-patch-merge-key": merge_key, "x-kubernetes-patch-strategy": strategy}
 
 
 def _gvk(r: Resource) -> dict[str, str]:

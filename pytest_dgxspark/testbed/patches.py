@@ -22,6 +22,8 @@ MERGE_KEYS = {
 SERVICE_PORT_KEY = "port"
 # primitive lists with patchStrategy merge (union on patch)
 MERGED_PRIMITIVES = ("finalizers",)
+# the types whose `ports` merge (Container on containerPort, ServiceSpec on port); elsewhere `ports` is atomic
+MERGED_PORTS = ("V1Container", "V1EphemeralContainer", "V1ServiceSpec")
 
 
 class PatchError(ValueError):
@@ -188,7 +190,8 @@ def _merge_list(current: Any, patch: list[Any], field: str, service: bool) -> li
     if field in MERGED_PRIMITIVES:
         return list(current) + [v for v in patch if v not in current]
     key = SERVICE_PORT_KEY if field == "ports" and service else MERGE_KEYS.get(field)
-    if key is None or not all(isinstance(i, dict) for i in patch):
+    # a list whose items lack the key is another type's atomic list of the same name (Endpoints' addresses and ports)
+    if key is None or not all(isinstance(i, dict) and key in i for i in patch):
         return copy.deepcopy(patch)
     out = copy.deepcopy(current)
     for item in patch:
