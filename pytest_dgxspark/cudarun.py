@@ -155,7 +155,7 @@ class CudaRun:
                 self.delete_error = f"HTTP {error.status} {error.reason}"
                 raise
         except Exception as error:
-            self.delete_error = f"{type(error).__name__}: {error}"
+            self.delete_error = f"{type(error).__name__}: {str(error)[:300]}"
             raise
         self.deleted = True
 

@@ -187,3 +187,17 @@ def test_two_runs_at_once_against_one_testbed_both_pass_the_cuda_sample_and_a_ki
     deleted = [r["time"] for r in requests if r["method"] == "DELETE" and r["path"].endswith(f"/namespaces/{first_ns}")]
     created = [r["time"] for r in requests if r["method"] == "POST" and r["path"] == "/api/v1/namespaces"]
     assert len(created) == 3 and deleted and sorted(created)[2] < deleted[0] < pods[1]["time"]
+
+
+def test_when_the_api_dies_after_the_pod_is_created_the_run_is_incomplete_and_names_its_own_leftover(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "suites", "-m", "workload", "--testbed",
+         str(REPO / "tests" / "scenarios" / "api-dies-mid-cuda"), "--report-dir", str(tmp_path / "r"), "-q",
+         "-p", "no:cacheprovider", "--dgxspark-cuda-timeout", "20"],
+        cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
+    status, leftovers = _cuda_status(tmp_path / "r")
+    doc = json.loads((tmp_path / "r" / "latest" / "results.json").read_text())
+    assert (status, doc["verdict"]) == ("error", "INCOMPLETE"), proc.stdout[-2000:]
+    assert len(leftovers) == 1 and leftovers[0]["namespace"].startswith("dgxspark-cuda-")
+    assert leftovers[0]["state"].startswith("this run's: not deleted (") and leftovers[0]["state"].endswith(
+        "); the next run removes it once its Lease expires")
