@@ -137,6 +137,13 @@ def _the_hardening_baseline_records_what_it_saw(tmp_path: Path) -> tuple[str, ..
     return ("--testbed", "healthy")
 
 
+def _a_driver_probe_that_never_completed_is_an_error_not_no_driver(tmp_path: Path) -> tuple[str, ...]:
+    # the probe's last command ends as the per-command timeout does (exit 124), as on a frozen host
+    name = scenario(tmp_path, {"description": "driver probe times out", "extends": "healthy"},
+                    {"/usr/sbin/modinfo": "#!/bin/sh\nexit 124\n"})
+    return ("--testbed", name)
+
+
 # test name -> the function that writes its scenario into the run's folder and returns the suite arguments
 RUNS: dict[str, Callable[[Path], tuple[str, ...]]] = {f"test{run.__name__}": run for run in (
     _a_cuda_sample_with_exec_format_error_reports_state_and_log_not_a_timeout,
@@ -152,6 +159,7 @@ RUNS: dict[str, Callable[[Path], tuple[str, ...]]] = {f"test{run.__name__}": run
     _checks_the_operator_never_reached_say_so_instead_of_passing,
     _a_site_repository_without_makefile_makes_operator_separate_an_error,
     _the_hardening_baseline_records_what_it_saw,
+    _a_driver_probe_that_never_completed_is_an_error_not_no_driver,
 )}
 
 
@@ -281,3 +289,10 @@ def test_the_hardening_baseline_records_what_it_saw(finding_runs, request):
                   if e["label"] == "hardening baseline"]
     assert baseline["cis_profile"] == "none (RKE2 runs without a CIS profile)"
     assert baseline["kube-apiserver (running) hardening flags"] == "no kube-apiserver process found"
+
+
+def test_a_driver_probe_that_never_completed_is_an_error_not_no_driver(finding_runs, request):
+    tmp_path, _, doc = result_of(finding_runs, request.node.name)
+    assert rule(doc, "ADR-0002.driver-source")["status"] == "error"
+    assert any(m.startswith("gpu-01 (") and "the driver probe did not complete (exit 124: ): which driver the host "
+               "has cannot be read" in m for m in messages(doc, "ADR-0002.driver-source"))

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from pytest_dgxspark import not_applicable
-from pytest_dgxspark.connections import HostTarget
+from pytest_dgxspark.connections import HostTarget, timed_out
 from pytest_dgxspark.parsing import dig, pod_summary
-from pytest_dgxspark.checking import require
+from pytest_dgxspark.checking import require, unreadable
 
 HOST_DRIVER_PROBE = "command -v nvidia-smi; modinfo -F filename nvidia 2>/dev/null; modinfo -F version nvidia 2>/dev/null"
 DRIVER_LABEL = "nvidia.com/gpu.deploy.driver"
@@ -50,6 +50,9 @@ def driver_sources(host_target: HostTarget, host_node: dict[str, Any], cluster: 
         not_applicable(f"{host_target.name} is not a GPU host (dgxspark_gpu: false)")
     probe = host_target.cached(HOST_DRIVER_PROBE)
     evidence.record(f"{host_target.name}: {HOST_DRIVER_PROBE}", {"exit_status": probe.rc, "stdout": probe.stdout})
+    if timed_out(probe) or probe.rc == 255:  # a probe that never completed says nothing about the driver
+        unreadable(f"{host_target.where}: the driver probe did not complete (exit {probe.rc}: "
+                   f"{(probe.stderr or '').strip()[-200:]}): which driver the host has cannot be read")
     lines = [line.strip() for line in probe.stdout.splitlines() if line.strip()]
     labels = host_node["metadata"].get("labels") or {}
     pods = _driver_pods(cluster, operator_namespace, host_node["metadata"]["name"])
