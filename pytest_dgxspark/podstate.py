@@ -53,6 +53,12 @@ class PodStory:
         return "; ".join(parts)
 
 
+def in_words(pods: list[Mapping[str, Any]]) -> str:
+    """'a is Running: container x waiting CrashLoopBackOff; b is Pending' (no API calls), or 'none'."""
+    return "; ".join(f"{(p.get('metadata') or {}).get('name')} is {(p.get('status') or {}).get('phase') or 'unknown'}"
+                     + (": " + ", ".join(container_states(p)) if container_states(p) else "") for p in pods) or "none"
+
+
 def container_states(pod: Mapping[str, Any]) -> list[str]:
     """'container X waiting CrashLoopBackOff (14 restarts, last exit 1 Error: <message>)' for every unhappy container."""
     status = pod.get("status") or {}

@@ -61,7 +61,7 @@ def host_node(request: pytest.FixtureRequest, cluster: Any) -> dict[str, Any]:
         names = [n["metadata"]["name"] for n in cluster.nodes]
         pytest.fail(
             f"{spec.label}: no Node named {spec.name!r} or with InternalIP {spec.address} in {cluster.where}; "
-            f"the cluster's Nodes are {names}",
+            f"the cluster's Nodes are {', '.join(names) or 'none'}",
             pytrace=False,
         )
     return node

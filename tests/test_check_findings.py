@@ -112,7 +112,8 @@ def _an_ownerless_look_alike_pod_is_not_the_device_plugin(tmp_path: Path) -> tup
                                                        "image": "nvcr.io/nvidia/k8s-device-plugin:v0.19.2"}]},
         "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}],
                    "containerStatuses": [{"name": "nvidia-device-plugin", "ready": True, "restartCount": 0,
-                                          "state": {"running": {}}}]},
+                                          "image": "nvcr.io/nvidia/k8s-device-plugin:v0.19.2",
+                                          "state": {"running": {"startedAt": "2026-12-01T08:00:00Z"}}}]},
     }
     name = scenario(tmp_path, {"description": "hand-made device plugin pod", "extends": "healthy", "cluster": {
         "gpu_operator": {"components": {"device-plugin": {"state": "absent"}}}, "objects": [look_alike]}})

@@ -47,4 +47,5 @@ def test_gpu_nodes_carry_nvidia_labels(gpu_nodes: list[Any], cluster: Any, evide
         if not found:
             del problems[gpu.name]
     require(gpu_nodes, "the inventory names no GPU host (dgxspark_gpu: true)")
-    require(problems == {}, f"{cluster.where}: GPU node labels missing or wrong: {problems}")
+    require(problems == {}, f"{cluster.where}: GPU node labels missing or wrong: " + " | ".join(
+        f"on {node}: " + "; ".join(found) for node, found in problems.items()))

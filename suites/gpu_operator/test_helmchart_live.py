@@ -21,6 +21,29 @@ def _live_chart(cluster: Any, site: Any) -> dict[str, Any] | None:
     return None
 
 
+def _difference(key: str, found: dict[str, Any]) -> str:
+    """'spec.version is v26.3.1 live, v26.3.2 in the site' (valuesContent: the differing value paths)."""
+    if key == "valuesContent":
+        site, live = found["site"], found["live"]
+        paths = sorted(_changed_paths(site, live))
+        return "spec.valuesContent differs at " + ", ".join(
+            f"{p} (site {_at(site, p)!r}, live {_at(live, p)!r})" for p in paths[:6])
+    return f"spec.{key} is {found['live']!r} live, {found['site']!r} in the site"
+
+
+def _changed_paths(a: Any, b: Any, prefix: str = "") -> list[str]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        return [p for k in sorted(set(a) | set(b), key=str)
+                for p in _changed_paths(a.get(k), b.get(k), f"{prefix}{'.' if prefix else ''}{k}")]
+    return [] if a == b else [prefix or "(root)"]
+
+
+def _at(values: Any, path: str) -> Any:
+    for part in path.split("."):
+        values = values.get(part) if isinstance(values, dict) else None
+    return values
+
+
 @pytest.mark.rule("ADR-0002.helmchart-live")
 def test_live_helmchart_equals_site_manifest(cluster: Any, site: Any, evidence: Any) -> None:
     live = _live_chart(cluster, site)
@@ -45,7 +68,9 @@ def test_live_helmchart_equals_site_manifest(cluster: Any, site: Any, evidence: 
             differ[key] = {"site": None, "live": have[key]}
     require(
         differ == {},
-        f"{cluster.where}: live HelmChart differs from {site.root}/rke2/gpu-operator.helmchart.yaml: {differ}",
+        f"{cluster.where}: the live HelmChart differs from {site.root}/rke2/gpu-operator.helmchart.yaml: "
+        + "; ".join(_difference(key, d) for key, d in differ.items())
+        + "; apply the site's manifest with make rke2/gpu/operator/apply",
     )
 
 

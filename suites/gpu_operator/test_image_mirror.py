@@ -61,4 +61,5 @@ def test_operator_images_come_from_the_mirror(
         if not image.startswith(mirror + "/") and image_registry(image) not in via_registries_yaml | {mirror_host}
         and "*" not in via_registries_yaml
     )
-    require(outside == [], f"{cluster.where}: GPU Operator images not from the mirror {mirror}: {outside}")
+    require(outside == [], f"{cluster.where}: GPU Operator images not from the mirror {mirror} (neither named so nor sent there by "
+        f"{REGISTRIES_YAML}): {', '.join(outside)}")

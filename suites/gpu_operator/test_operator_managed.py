@@ -33,5 +33,5 @@ def test_no_standalone_device_plugin_or_toolkit(cluster: Any, operator_namespace
     evidence.record("standalone NVIDIA DaemonSets", standalone)
     require(standalone == [], (
         f"{cluster.where}: device plugin/toolkit DaemonSets outside the GPU Operator (ADR 0002 §6-1 keeps them in the "
-        f"operator): {standalone}"
+        f"operator): {'; '.join(standalone)}"
     ))

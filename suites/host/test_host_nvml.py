@@ -117,5 +117,6 @@ def test_nvml_initialises_and_counts_gpus(host_target: HostTarget, evidence: Any
     evidence.record("NVML", {"driver": probe.get("driver"), "count": probe.get("count"), "names": names})
     if expected:
         require(all(name == expected for name in names), (
-            f"{host_target.where}: NVML names {names}, the inventory's dgxspark_gpu_product is {expected!r}"
+            f"{host_target.where}: NVML names the GPUs {', '.join(map(str, names))}; the inventory's dgxspark_gpu_product is "
+            f"{expected!r}"
         ))

@@ -28,7 +28,7 @@ def test_node_internal_ip_is_the_inventory_address(host_target: HostTarget, host
     evidence.record("node InternalIP", {"node": host_node["metadata"]["name"], "InternalIP": ips,
                                         "inventory": host_target.spec.address, "inventory addresses": sorted(inventory)})
     require(inventory & set(ips), (
-        f"{host_target.where}: Node {host_node['metadata']['name']} InternalIP is {ips}, the inventory says "
+        f"{host_target.where}: Node {host_node['metadata']['name']} InternalIP is {', '.join(ips) or 'unset'}, the inventory says "
         f"{host_target.spec.address}; set node-ip or fix ansible_host"
     ))
 
@@ -75,7 +75,8 @@ def test_inventory_address_is_configured_statically(host_target: HostTarget, evi
     )
     require(
         dhcp_netplan == [],
-        f"{host_target.where}: netplan enables DHCP on {dhcp_netplan} carrying {address}; set dhcp4: false and addresses",
+        f"{host_target.where}: netplan enables DHCP on {', '.join(dhcp_netplan)}, which carries {address}; set dhcp4: false "
+        "and addresses",
     )
     require(nm_method != "auto", (
         f"{host_target.where}: NetworkManager connection {connection!r} on {iface} uses ipv4.method auto (DHCP); set manual"

@@ -37,7 +37,8 @@ def test_rke2_cilium_values_match_site_vars(cluster: Any, site: Any, evidence: A
     differ = {k: {"vars": bool(wanted.get(k, False)), "live": v} for k, v in live.items() if v != bool(wanted.get(k, False))}
     require(
         differ == {},
-        f"{cluster.where}: HelmChartConfig rke2-cilium differs from {site.root}/rke2/vars.yml rke2_cilium: {differ}",
+        f"{cluster.where}: HelmChartConfig rke2-cilium differs from {site.root}/rke2/vars.yml rke2_cilium: "
+        + ", ".join(f"{k} is {d['live']} there, {d['vars']} in the vars" for k, d in differ.items()),
     )
 
 
@@ -61,7 +62,8 @@ def test_running_cilium_config_matches_site_vars(cluster: Any, site: Any, eviden
     differ = {k: {"vars": bool(wanted.get(k, False)), "running": v} for k, v in live.items() if v != bool(wanted.get(k, False))}
     require(differ == {}, (
         f"{cluster.where}: the running Cilium (kube-system/cilium-config) differs from {site.root}/rke2/vars.yml "
-        f"rke2_cilium: {differ}; a setting changed outside the HelmChartConfig, or the HelmChartConfig did not apply"
+        "rke2_cilium: " + ", ".join(f"{k} is {d['running']} running, {d['vars']} in the vars" for k, d in differ.items())
+        + "; a setting changed outside the HelmChartConfig, or the HelmChartConfig did not apply"
     ))
 
 
@@ -79,9 +81,9 @@ def test_kube_proxy_runs_only_when_not_replaced(cluster: Any, site: Any, evidenc
     running_on = {(p.get("spec") or {}).get("nodeName") for p in proxies if (p.get("status") or {}).get("phase") == "Running"}
     nodes = {n["metadata"]["name"] for n in cluster.nodes}
     if disabled:
-        require(running_on == set(), f"{cluster.where}: kube-proxy is disabled but runs on {sorted(running_on)}")
+        require(running_on == set(), f"{cluster.where}: kube-proxy is disabled but runs on {', '.join(sorted(running_on))}")
     else:
         require(
             nodes <= running_on,
-            f"{cluster.where}: kube-proxy must run on every node; missing on {sorted(nodes - running_on)}",
+            f"{cluster.where}: kube-proxy must run on every node; missing on {', '.join(sorted(nodes - running_on))}",
         )

@@ -32,7 +32,7 @@ def test_every_node_has_a_ready_cilium_agent(cluster: Any, evidence: Any) -> Non
     evidence.record("cilium agents", [pod_summary(p) for p in agents])
     missing = [n for n in nodes if n not in ready_on]
     require(nodes, f"{cluster.where}: the cluster has no Nodes")
-    require(missing == [], f"{cluster.where}: no Ready cilium agent pod (k8s-app=cilium) on nodes {missing}")
+    require(missing == [], f"{cluster.where}: no Ready cilium agent pod (k8s-app=cilium) on {', '.join(missing)}")
 
 
 @pytest.mark.rule("ADR-0001.cni-cilium")

@@ -33,7 +33,8 @@ def test_node_labels_are_the_site_labels(
             evidence.warn(f"{node_metadata.labels_from} sets operator-owned label {key}; remove it")
     evidence.record("labels", {"vars": wanted, "live": {k: live.get(k) for k in wanted}})
     require(wrong == {}, (
-        f"{host_target.where}: Node {host_node['metadata']['name']} labels differ from {node_metadata.labels_from}: {wrong}"
+        f"{host_target.where}: Node {host_node['metadata']['name']} labels differ from {node_metadata.labels_from}: "
+        + ", ".join(f"{k} is {v['live'] if v['live'] is not None else 'unset'}, wants {v['vars']}" for k, v in wrong.items())
     ))
 
 
@@ -45,7 +46,8 @@ def test_node_taints_are_the_site_taints(
     wanted = sorted(parse_taint(t) for t in node_metadata.taints)
     evidence.record("taints", {"vars": [t.__dict__ for t in wanted], "live": [t.__dict__ for t in live]})
     require(live == wanted, (
-        f"{host_target.where}: Node {host_node['metadata']['name']} taints {[f'{t.key}={t.value}:{t.effect}' for t in live]} "
-        f"differ from {node_metadata.taints_from} {list(node_metadata.taints)} (taints are set at registration only; "
+        f"{host_target.where}: Node {host_node['metadata']['name']} taints "
+        f"{', '.join(f'{t.key}={t.value}:{t.effect}' for t in live) or 'none'} differ from {node_metadata.taints_from} "
+        f"{', '.join(node_metadata.taints) or 'none'} (taints are set at registration only; "
         "use kubectl taint to converge)"
     ))
