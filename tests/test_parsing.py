@@ -39,10 +39,12 @@ def test_proprietary_module_version_file_is_proprietary() -> None:
 
 
 @pytest.mark.parametrize(("name", "version"), [("proc-driver-nvidia-version-open-x86_64.txt", "565.57.01"),
-                                               ("proc-driver-nvidia-version-open-x86_64-arch.txt", "525.60.11")])
-def test_captured_x86_64_open_module_version_files_are_open_flavour(name: str, version: str) -> None:
+                                               ("proc-driver-nvidia-version-open-x86_64-arch.txt", "525.60.11"),
+                                               ("proc-driver-nvidia-version-open-aarch64-jetson.txt", "35.3.1")])
+def test_captured_open_module_version_files_are_open_flavour(name: str, version: str) -> None:
     driver = p.parse_proc_driver_version(_capture(name))
-    assert (driver.version, driver.flavour, driver.arch) == (version, "open", "x86_64")
+    arch = "aarch64" if "aarch64" in name else "x86_64"
+    assert (driver.version, driver.flavour, driver.arch) == (version, "open", arch)
 
 
 def test_every_capture_names_its_public_source() -> None:

@@ -490,8 +490,9 @@ def _kernel_log(spec: dict[str, Any]) -> list[str]:
     lines = ["nvidia: loading out-of-tree module taints kernel.",
              f"NVRM: loading {proc_version({**driver, 'arch': spec['arch']}).splitlines()[0].removeprefix('NVRM version: ')}"]
     if driver.get("flavour") != "open":  # Blackwell runs only on the open modules (gpu-stack-facts F1); Hopper on both
-        for minor, g in enumerate(spec["gpus"]):  # the pair of lines captures/dmesg-rminitadapter-failed.txt shows
+        for g in spec["gpus"]:  # as a DGX Spark logs it (captures/gb10-proprietary-dmesg.txt, Start9Labs#3693)
             if g.get("family", "blackwell") == "blackwell":
-                lines += [f"NVRM: GPU {short_bus_id(g['bus_id'])}: RmInitAdapter failed! (0x62:0x1a:2631)",
-                          f"NVRM: GPU {short_bus_id(g['bus_id'])}: rm_init_adapter failed, device minor number {minor}"]
+                pci = short_bus_id(g["bus_id"]).rsplit(".", 1)[0]
+                lines += [f"NVRM: GPU at PCI:{pci}: {g['uuid']}", f"NVRM: Xid (PCI:{pci}): 169, fd8cd000 94000000",
+                          f"NVRM: GPU {short_bus_id(g['bus_id'])}: RmInitAdapter failed! (0x62:0x1a:2631)"]
     return lines
