@@ -73,3 +73,38 @@ def pytest_dgxspark_results(config: pytest.Config, results: dict) -> None:
     from pytest_dgxspark.cudarun import leftover_report, leftovers_key
 
     results["leftover_namespaces"] = leftover_report(config.stash.get(leftovers_key, None))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_html_results_summary(prefix: list, summary: list, postfix: list, session: pytest.Session) -> None:
+    """report.html says SIMULATED at its top, with why (results.json is written by then: the same facts)."""
+    import html
+
+    from pytest_dgxspark.results import results_key
+
+    results = session.config.stash.get(results_key, None)
+    if results is None:
+        return
+    run = results.get("run") or {}
+    line = f"dgxspark verdict: {html.escape(str(results.get('verdict')))}"
+    if run.get("simulated"):
+        signs = "; ".join(html.escape(str(s)) for s in run.get("simulated_by") or [])
+        line += f" (SIMULATED: the targets are a testbed: {signs}; never a handover acceptance)"
+    prefix.insert(0, f'<p class="dgxspark-verdict"><strong>{line}</strong></p>')
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _dgxspark_junit_stamp(request: pytest.FixtureRequest, record_testsuite_property):
+    """junit.xml carries the SIMULATED stamp as testsuite properties (known once the targets were used)."""
+    yield
+    if state_key not in request.config.stash:
+        return
+    from pytest_dgxspark import identity
+
+    try:
+        signs = identity.simulation_signs(request.config, request.config.stash[state_key].targets)
+        record_testsuite_property("dgxspark.simulated", str(bool(signs)).lower())
+        for index, sign in enumerate(signs):
+            record_testsuite_property(f"dgxspark.simulated_by.{index}", sign)
+    except Exception:  # noqa: BLE001 - a stamp must never turn into a test error; results.json has the same facts
+        return

@@ -35,11 +35,12 @@ def handover_against_a_testbed(tmp_path_factory):
         proc = _pytest(tmp / "reports", "--site", str(REPO / "sites" / "tirosh-home"), "--dgxspark-handover",
                        "--dgxspark-inventory", str(testbed.inventory), "--dgxspark-kubeconfig", str(testbed.kubeconfig),
                        "--dgxspark-ssh-config", str(testbed.ssh_config))
-    return proc, json.loads((tmp / "reports" / "latest" / "results.json").read_text())
+    run = (tmp / "reports" / "latest").resolve()
+    return proc, json.loads((run / "results.json").read_text()), run
 
 
 def test_a_handover_run_against_a_testbed_by_its_files_is_simulated_and_incomplete(handover_against_a_testbed):
-    proc, doc = handover_against_a_testbed
+    proc, doc, _ = handover_against_a_testbed
     assert doc["run"]["simulated"] is True and doc["run"]["testbed"] is None
     signs = doc["run"]["simulated_by"]
     assert "Kubernetes API of context 'tirosh-home/rke2/gpu': answers with X-Dgxspark-Testbed: healthy" in signs
@@ -51,9 +52,19 @@ def test_a_handover_run_against_a_testbed_by_its_files_is_simulated_and_incomple
     assert "dgxspark: INCOMPLETE (SIMULATED)" in proc.stdout
 
 
+def test_report_html_and_junit_xml_carry_the_simulated_stamp_too(handover_against_a_testbed):
+    _, _, run = handover_against_a_testbed
+    page = (run / "report.html").read_text()
+    assert "dgxspark verdict: INCOMPLETE (SIMULATED: the targets are a testbed: " in page
+    assert "Kubernetes API of context &#x27;tirosh-home/rke2/gpu&#x27;: answers with X-Dgxspark-Testbed: healthy" in page
+    junit = (run / "junit.xml").read_text()
+    assert '<property name="dgxspark.simulated" value="true" />' in junit
+    assert "Node gpu-01: annotation testbed.dgxspark.io/scenario: healthy" in junit
+
+
 @needs_exit_mapping
 def test_a_handover_run_against_a_testbed_exits_non_zero(handover_against_a_testbed):
-    proc, _ = handover_against_a_testbed
+    proc, _, _ = handover_against_a_testbed
     assert proc.returncode == 6
 
 
