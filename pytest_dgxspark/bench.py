@@ -23,7 +23,7 @@ def scenario_dir(root: Path, nodes: int, latency_ms: int = 20) -> Path:
     faults = {"faults": {"latency_ms": latency_ms}} if latency_ms else {}
     extra = {
         f"gpu-{i:02d}": {"role": "agent", "gpu": True, "model": "dgx-spark",
-                         "host": {"hostname": f"gpu-{i:02d}", **faults}, "kube": {"gpus": 1}}
+                         "host": {"hostname": f"gpu-{i:02d}", **faults}}
         for i in range(2, nodes + 1)
     }
     extra["gpu-01"] = {"host": dict(faults)}

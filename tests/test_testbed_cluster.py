@@ -316,7 +316,8 @@ def test_extends_merges_maps_replaces_lists_and_null_deletes() -> None:
     over = {"a": {"b": 2, "c": [3], "d": None}}
     assert deep_merge(base, over) == {"a": {"b": 2, "c": [3]}, "keep": True}
     s = load("device-plugin-crashloop")
-    assert s.nodes["gpu-01"]["kube"]["gpus"] == 0 and s.nodes["gpu-01"]["kube"]["driver_version"] == "580.95.05"
+    assert s.cluster["gpu_operator"]["components"]["device-plugin"]["image"].endswith(":v0.17.1")
+    assert s.cluster["gpu_operator"]["helmchart"]["version"] == "v26.3.2" and s.nodes["gpu-01"]["kube"]["ready"] is True
     assert s.management["registered"] is True
     assert s.expect["root_causes"] == ["ADR-0002.operator-components"]
 
@@ -337,6 +338,17 @@ def test_bad_scenario_is_rejected_naming_the_file(tmp_path: Path) -> None:
     (tmp_path / "scenario.yaml").write_text("description: x\nnodes: {n: {role: boss}}\nbogus: 1\n")
     with pytest.raises(ScenarioError, match=r"scenario.yaml: unknown top-level keys \['bogus'\]"):
         load(tmp_path)
+
+
+def test_a_key_whose_fact_is_now_derived_is_rejected_with_a_hint(tmp_path: Path) -> None:
+    (tmp_path / "scenario.yaml").write_text("description: x\nextends: healthy\nnodes: {gpu-01: {kube: {gpus: 0}}}\n"
+                                            "cluster: {gpu_operator: {clusterpolicy: {state: ready}}}\n")
+    with pytest.raises(ScenarioError) as raised:
+        load(tmp_path)
+    assert str(raised.value) == (
+        f"{tmp_path / 'scenario.yaml'}: nodes.gpu-01.kube.gpus: unknown key (nvidia.com/gpu comes from the device plugin and "
+        "the host's gpus (gpus_lost: true drops it)); cluster.gpu_operator.clusterpolicy: unknown key (derived from the "
+        "operands' readiness)")
 
 
 @pytest.mark.parametrize("name", [n for n, _ in bundled() if n != "api-unreachable"])
@@ -367,11 +379,27 @@ def test_crashlooping_device_plugin_looks_like_kubectl_shows_it(tmp_path: Path) 
         state = plugin.status.container_statuses[0]
         assert state.state.waiting.reason == "CrashLoopBackOff" and state.restart_count == 14
         assert state.last_state.terminated.exit_code == 1
-        raw = api_dict = v1.api_client.sanitize_for_serialization(pods["nvidia-operator-validator"])
-        assert pod_status_text(raw)[1] == "Init:3/4" and api_dict["status"]["phase"] == "Pending"
+        validator = pods["nvidia-operator-validator"]
+        raw = v1.api_client.sanitize_for_serialization(validator)
+        assert pod_status_text(raw)[1] == "Init:CrashLoopBackOff" and raw["status"]["phase"] == "Pending"
         log = v1.read_namespaced_pod_log(plugin.metadata.name, "gpu-operator")
-        assert "error getting device memory: Not Supported" in log
+        assert log.endswith("error getting device memory: Not Supported\n") and 'version="v0.17.1"' in log
+        assert v1.read_namespaced_pod_log(plugin.metadata.name, "gpu-operator", previous=True) == log
+        name = validator.metadata.name
+        waiting = v1.read_namespaced_pod_log(name, "gpu-operator", container="plugin-validation")
+        assert waiting.splitlines()[-1].endswith('msg="GPU resources are not yet discovered by the node, retry: 12"')
+        gave_up = v1.read_namespaced_pod_log(name, "gpu-operator", container="plugin-validation", previous=True)
+        assert gave_up.splitlines()[-2].endswith("retry: 30\"") and gave_up.splitlines()[-1].endswith(
+            'level=fatal msg="error validating plugin installation: GPU resources are not discovered by the node"')
+        with pytest.raises(client.ApiException) as raised:
+            v1.read_namespaced_pod_log(name, "gpu-operator", container="driver-validation", previous=True)
+        assert raised.value.status == 400
+        assert json.loads(raised.value.body)["message"] == (
+            f'previous terminated container "driver-validation" in pod "{name}" not found')
         assert "nvidia.com/gpu" not in v1.read_node("gpu-01").status.allocatable
+        cp = client.CustomObjectsApi(_api(tb)).get_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", "cluster-policy")
+        assert cp["status"]["state"] == "notReady" and cp["status"]["conditions"][0]["message"] == (
+            "ClusterPolicy is not ready, states not ready: [state-operator-validation state-device-plugin]")
     finally:
         tb.down()
 

@@ -13,13 +13,6 @@ VECTORADD = (
     "Done\n"
 )
 
-CLUSTERPOLICY_MESSAGES = {
-    "Reconciled": "ClusterPolicy is ready as all resources have been successfully reconciled",
-    "NoGPUNodes": "No GPU node found, watching for new nodes to join the cluster.",
-    "NFDLabelsMissing": "No NFD labels found",
-    "OperandNotReady": "ClusterPolicy is not ready, states not ready: [state-device-plugin state-operator-validation]",
-}
-
 HELM_INSTALL = (
     "if [[ ${KUBERNETES_SERVICE_HOST} =~ .*:.* ]]; then\n"
     "Installing helm chart\n"
@@ -46,19 +39,99 @@ FAILURES: dict[str, dict[str, Any]] = {
 }
 
 
-def operator(op: dict[str, Any]) -> str:
-    """The operator's reconcile log, ending in the ClusterPolicy's state."""
-    cp = op.get("clusterpolicy") or {}
-    reason = cp.get("reason", "Reconciled")
-    message = cp.get("message", CLUSTERPOLICY_MESSAGES.get(reason, ""))
-    level = "info" if cp.get("state", "ready") == "ready" else "error"
+def operator(message: str, failing: bool) -> str:
+    """The operator's reconcile log, ending in the ClusterPolicy's state (gpu-operator#1310, clusterpolicy-status.txt)."""
     return (
         '{"level":"info","ts":1741165850.1,"logger":"controllers.ClusterPolicy","msg":"ClusterPolicy step completed",'
         '"state:":"state-container-toolkit","status":"ready"}\n'
         '{"level":"info","ts":1741165859.0092173,"logger":"controllers.ClusterPolicy","msg":"ClusterPolicy step completed",'
         '"state:":"state-cc-manager","status":"disabled"}\n'
-        f'{{"level":"{level}","ts":1741165859.009253,"logger":"controllers.ClusterPolicy","msg":"{message}"}}\n'
+        f'{{"level":"{"error" if failing else "info"}","ts":1741165859.009253,"logger":"controllers.ClusterPolicy","msg":"{message}"}}\n'
     )
+
+
+# controllers/clusterpolicy_controller.go v26.3.2 (clusterpolicy-status.txt)
+CLUSTERPOLICY_MESSAGES = {
+    "Reconciled": "ClusterPolicy is ready as all resources have been successfully reconciled",
+    "NoGPUNodes": "No GPU node found, watching for new nodes to join the cluster.",
+    "NFDLabelsMissing": "No NFD labels found",
+}
+
+
+def clusterpolicy_message(reason: str, not_ready: list[str]) -> str:
+    if reason == "OperandNotReady":
+        return f"ClusterPolicy is not ready, states not ready: [{' '.join(not_ready)}]"
+    return CLUSTERPOLICY_MESSAGES[reason]
+
+
+# What nvidia-smi on the host prints when it fails (the host simulator's nvidia-smi shim says the same)
+SMI_NO_NVML = ("NVIDIA-SMI couldn't find libnvidia-ml.so library in your system. Please make sure that the NVIDIA Display Driver "
+               "is properly installed and present in your system.\nPlease also try adding directory that contains "
+               "libnvidia-ml.so to your system PATH.\n")
+SMI_NO_DRIVER = ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest NVIDIA "
+                 "driver is installed and running.\n\n")
+HANG = "hang"
+
+
+def smi_failure(host: dict[str, Any]) -> str | None:
+    """How `nvidia-smi` fails on this host (its output, or HANG), None when it works."""
+    driver = host.get("driver") or {}
+    if driver.get("smi") == "hang":
+        return HANG
+    if host.get("nvml", "present") != "present":
+        return SMI_NO_NVML
+    if not driver.get("loaded", True):
+        return SMI_NO_DRIVER
+    if driver.get("smi") == "error":
+        return ("Failed to initialize NVML: Driver/library version mismatch\n"
+                f"NVML library version: {'.'.join(str(driver.get('version', '580.95.05')).split('.')[:2])}\n")
+    return None
+
+
+CHROOT_SMI = "running command chroot with args [/host nvidia-smi]\n"
+RETRY_DRIVER = "failed to validate the driver, retrying after 5 seconds\n"
+
+
+def driver_validation(host: dict[str, Any], smi: str | None, container_driver: bool) -> str:
+    """The `driver-validation` init container's log (validator WITH_WAIT: it retries every 5 s, F6)."""
+    if container_driver:  # no pre-installed driver: it waits for the driver container (cozystack PR#863)
+        return "Attempting to validate a driver container installation\n" + RETRY_DRIVER * 3
+    if smi is None:
+        return CHROOT_SMI
+    if smi == HANG:  # nvidia-smi never returns (RmInitAdapter failed, F1)
+        return CHROOT_SMI
+    return (CHROOT_SMI + smi + RETRY_DRIVER) * 3
+
+
+WAITING_FOR_TOOLKIT = "waiting for nvidia container stack to be setup\n" * 3  # toolkit-validation of the v26.3.2 templates
+TOOLKIT_NOT_READY = "toolkit is not ready\n" * 3                              # validator-strings.txt:1148
+DRIVER_BUILD_FAILED = "Could not resolve Linux kernel version\n"              # gpu-stack-facts F3 (driver container)
+
+
+def _plugin_retry(n: int) -> str:
+    # logrus text format as in gpu-operator#486; validator-strings.txt:1451
+    return (f'time="2026-06-05T17:{30 + n * 5 // 60:02d}:{n * 5 % 60:02d}Z" level=info '
+            f'msg="GPU resources are not yet discovered by the node, retry: {n}"\n')
+
+
+def plugin_retries(upto: int) -> str:
+    """`plugin-validation` while it waits for nvidia.com/gpu capacity (30 retries, 5 s apart)."""
+    return "".join(_plugin_retry(n) for n in range(1, upto + 1))
+
+
+def plugin_gave_up() -> str:
+    """The previous `plugin-validation` run: 30 retries, then the error (validator-strings.txt:1454, 586)."""
+    return plugin_retries(30) + ('time="2026-06-05T17:32:35Z" level=fatal msg="error validating plugin installation: '
+                                 'GPU resources are not discovered by the node"\n')
+
+
+def plugin_memory_crash(image: str) -> str:
+    """A device plugin older than v0.17.4 on GB10 (F19, gpu-operator#1794)."""
+    version = image.rsplit(":", 1)[-1]
+    return (f'I0605 17:28:30.101234       1 main.go:235] "Starting NVIDIA Device Plugin" version="{version}"\n'
+            "I0605 17:28:30.102544       1 main.go:364] Retrieving plugins.\n"
+            "E0605 17:28:30.143901       1 main.go:177] error starting plugins: error creating plugin manager: "
+            "error getting device memory: Not Supported\n")
 
 
 _COMPONENT_LOGS: dict[str, dict[str, str]] = {

@@ -16,6 +16,8 @@ from typing import Any
 import yaml
 
 from pytest_dgxspark.testbed import netns, objects, pki, scenario as scenarios
+from pytest_dgxspark.testbed.node import host_metadata
+from pytest_dgxspark.testbed.world import make_context
 from pytest_dgxspark.testbed.sshkeys import write_keypair
 
 API_PORT = 6443
@@ -42,7 +44,9 @@ def default_site() -> Path:
 
 
 def load_site(site: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(vars of rke2/vars.yml, the GPU Operator HelmChart) of a site directory, validated like any site."""
+    """(vars of rke2/vars.yml, the GPU Operator HelmChart) of a site directory, validated like any site. The testbed
+    takes only the kubeconfig context names from the vars (and the inventory's host vars, site_host_vars): the live
+    clusters and hosts come from the scenario alone."""
     from pytest_dgxspark.site import SiteError
     from pytest_dgxspark.site import load_site as load_validated
 
@@ -63,19 +67,6 @@ def site_host_vars(site: Path) -> dict[str, dict[str, Any]]:
     except SiteError as exc:
         raise TestbedError(f"site {site}: {exc}") from exc
     return {host.name: dict(host.vars) for host in loaded.hosts}
-
-
-def host_metadata(node: dict[str, Any]) -> dict[str, Any]:
-    """The RKE2 node-label/node-taint of a node's config.yaml, from the scenario alone: its own `node_labels` and
-    `node_taints`; else the hosts' defaults (tirosh-home's labels, as testbed data) on a GPU node, none on others."""
-    meta: dict[str, Any] = {}
-    if node.get("node_labels") is not None:
-        meta["node_labels"] = [str(item) for item in node["node_labels"]]
-    elif not node.get("gpu", True):
-        meta["node_labels"] = []
-    if node.get("node_taints") is not None:
-        meta["node_taints"] = [str(item) for item in node["node_taints"]]
-    return meta
 
 
 def cri_snapshot(objects_: list[dict[str, Any]]) -> dict[str, dict[str, list[dict[str, Any]]]]:
@@ -150,7 +141,7 @@ class Testbed:
         return self
 
     def _up(self) -> None:
-        site_vars, chart = ((dict(self._site.vars), dict(self._site.helmchart)) if self._site is not None
+        site_vars, _ = ((dict(self._site.vars), dict(self._site.helmchart)) if self._site is not None
                             else load_site(self.site_dir))
         state: dict[str, Any] = {"testbed_id": self.testbed_id, "scenario": self.scenario.name, "links": [], "pids": [], "hosts": []}
         state["slot"] = slot = netns.allocate_subnet(self.testbed_id)
@@ -170,7 +161,7 @@ class Testbed:
         key = self.directory / "id_ed25519"
         public_key = write_keypair(key)
         known: list[str] = []
-        ctx = objects.make_context(self.scenario, site_vars, chart, node_ips)
+        ctx = make_context(self.scenario, node_ips)
         workload_world = objects.build_workload(ctx)  # built first: each host's crictl lists its pods' containers
         if not self._without_hosts:
             known = self._start_hosts(state, links, public_key, site_vars, cri_snapshot(workload_world.objects))
@@ -191,7 +182,7 @@ class Testbed:
             entries.append(pki.kubeconfig_entry(mgmt_context, f"https://{mgmt_ip}:{API_PORT}", mca,
                                                 self._client(pki_dir, "management")))
             self.contexts["management"] = mgmt_context
-            mctx = objects.make_context(self.scenario, site_vars, chart, {"argocd-mgmt": mgmt_ip})
+            mctx = make_context(self.scenario, {"argocd-mgmt": mgmt_ip})
             world = objects.build_management(mctx, f"https://{workload_ip}:{API_PORT}", ca.cert, token)
             worlds["management"] = (world, mgmt, links["argocd-mgmt"])
         pki.write_kubeconfig(self.kubeconfig, entries, context)

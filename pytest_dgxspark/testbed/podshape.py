@@ -101,7 +101,7 @@ def conditions(created: float, scheduled: bool, initialized: bool, ready: bool, 
 
 def status_for(pod: dict[str, Any], state: str, node_ip: str, created: float, *, restarts: int = 0, init_running: int = 0,
                reason: str | None = None, message: str | None = None, exit_code: int = 1) -> dict[str, Any]:
-    """A complete `status` for a scheduled pod in one of: running, crashloop, init, completed, failed, error,
+    """A complete `status` for a scheduled pod in one of: running, crashloop, init, init-crashloop, completed, failed, error,
     image-pull, creating, pending (unschedulable)."""
     spec = pod["spec"]
     inits, mains = spec.get("initContainers") or [], spec.get("containers") or []
@@ -127,11 +127,17 @@ def status_for(pod: dict[str, Any], state: str, node_ip: str, created: float, *,
                                    restarts or 5, last) if i == 0 else running_status(c, started + 2)
                     for i, c in enumerate(mains)]
         out = {"phase": "Running", "conditions": conditions(created, True, True, False), "containerStatuses": statuses}
-    elif state == "init":
+    elif state in ("init", "init-crashloop"):
         init_statuses = []
         for i, c in enumerate(inits):
             if i < init_running:
                 init_statuses.append(terminated_status(c, started, started + 1))
+            elif i == init_running and state == "init-crashloop":  # the init container exits non-zero and is restarted
+                last = {"exitCode": exit_code, "reason": "Error", "startedAt": ts(created + 60), "finishedAt": ts(created + 211),
+                        "containerID": _cid()}
+                init_statuses.append(waiting_status(
+                    c, "CrashLoopBackOff", f"back-off 5m0s restarting failed container={c['name']} pod={pod['metadata']['name']}"
+                    f"_{pod['metadata'].get('namespace', 'default')}({pod['metadata']['uid']})", restarts or 5, last))
             elif i == init_running:
                 status = running_status(c, started + 1)
                 status["ready"] = False
@@ -156,7 +162,7 @@ def status_for(pod: dict[str, Any], state: str, node_ip: str, created: float, *,
         if state == "creating":
             out["conditions"][0]["status"] = "False"
     else:
-        raise ValueError(f"pod state {state!r}: expected running, crashloop, init, completed, failed, image-pull, creating or pending")
+        raise ValueError(f"pod state {state!r}: expected running, crashloop, init, init-crashloop, completed, failed, image-pull, creating or pending")
     if inits:
         out["initContainerStatuses"] = done_inits
     return {**base, **out}

@@ -15,6 +15,20 @@ BUNDLED_DIR = Path(__file__).parent / "scenarios"
 TOP_LEVEL_KEYS = frozenset({"description", "extends", "nodes", "cluster", "management", "expect"})
 RULE_STATUSES = frozenset({"passed", "failed", "blocked", "error", "not-applicable"})
 NODE_ROLES = frozenset({"server", "agent"})
+NODE_KEYS = frozenset({"role", "gpu", "model", "node_labels", "node_taints", "inventory", "host", "kube"})
+KUBE_KEYS = frozenset({"ready", "ready_status", "ready_reason", "ready_message", "taints", "unschedulable", "labels",
+                       "allocatable_gpus", "gpus_lost", "kernel", "os_image", "container_runtime", "kubelet_version", "cpu",
+                       "memory", "cpu_vendor", "gpu_product", "gpu_machine", "driver_version", "cuda_version"})
+CLUSTER_KEYS = frozenset({"version", "unreachable", "faults", "cni", "kube_proxy", "cilium_values", "cilium_effective",
+                          "gpu_operator", "workload", "objects", "images"})
+OPERATOR_KEYS = frozenset({"installed", "helmchart", "helm_job", "runtimeclass_nvidia", "components"})
+# keys of earlier releases whose facts are now derived (docs/scenarios.md "GPU Operator start-up")
+DERIVED = {"gpus": "nvidia.com/gpu comes from the device plugin and the host's gpus (gpus_lost: true drops it)",
+           "gfd_labels": "GFD's labels appear when GFD runs", "operator_labels": "the operator labels nodes NFD labelled",
+           "driver_deploy": "the driver manager decides from host.driver.loaded", "cuda_validator": "derived from the start-up order",
+           "clusterpolicy": "derived from the operands' readiness", "helmchart_spec": "write the applied spec as gpu_operator.helmchart",
+           "cilium": "write the HelmChartConfig values as cluster.cilium_values",
+           "cilium_config": "cluster.cilium_values: null omits the HelmChartConfig"}
 
 
 class ScenarioError(ValueError):
@@ -151,6 +165,14 @@ def _read(path: Path) -> dict[str, Any]:
     return raw
 
 
+def _unknown(where: str, mapping: dict[str, Any], known: frozenset[str]) -> list[str]:
+    out = []
+    for key in sorted(set(mapping) - known):
+        hint = f" ({DERIVED[key]})" if key in DERIVED else f"; expected some of {sorted(known)}"
+        out.append(f"{where}.{key}: unknown key{hint}")
+    return out
+
+
 def _validate(path: Path, data: dict[str, Any], own: dict[str, Any]) -> None:
     problems = []
     if not str(data.get("description", "")).strip():
@@ -163,6 +185,11 @@ def _validate(path: Path, data: dict[str, Any], own: dict[str, Any]) -> None:
             role = (node or {}).get("role", "server")
             if role not in NODE_ROLES:
                 problems.append(f"nodes.{name}.role: {role!r}, expected one of {sorted(NODE_ROLES)}")
+            problems += _unknown(f"nodes.{name}", node or {}, NODE_KEYS)
+            problems += _unknown(f"nodes.{name}.kube", (node or {}).get("kube") or {}, KUBE_KEYS)
+    cluster = data.get("cluster") or {}
+    problems += _unknown("cluster", cluster, CLUSTER_KEYS)
+    problems += _unknown("cluster.gpu_operator", cluster.get("gpu_operator") or {}, OPERATOR_KEYS)
     for section in ("cluster", "management"):
         try:
             Faults((data.get(section) or {}).get("faults"), f"{section}.faults")

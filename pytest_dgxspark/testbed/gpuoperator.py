@@ -1,0 +1,261 @@
+"""The GPU Operator v26.3.2 as it really starts, derived from the scenario's host facts and its live HelmChart.
+
+Start-up order (shared/reference/gpu-operator-v26.3.2-*daemonset*.yaml, validator-strings.txt, troubleshooting):
+NFD labels the node `pci-10de.present` -> the operator labels it `nvidia.com/gpu.deploy.*` -> the driver manager
+finds a pre-installed driver (or the driver container builds one) -> `driver-validation` (toolkit and validator init
+container, nvidia-smi in /host) -> the toolkit writes `toolkit-ready` -> device plugin, GFD and DCGM exporter leave
+their `toolkit-validation` init container -> the device plugin registers `nvidia.com/gpu` -> the validator's
+`cuda-validation` runs its workload pod and `plugin-validation` waits up to 30 x 5 s for GPU capacity. The
+ClusterPolicy is notReady, naming every state whose DaemonSet has unavailable pods, while any operand is not ready.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from pytest_dgxspark.testbed import components, logs
+from pytest_dgxspark.testbed.node import gpu_nodes, host_facts, node_kube
+from pytest_dgxspark.testbed.podshape import meta, ts
+from pytest_dgxspark.testbed.world import Context, World, c, namespace, pod, rand_name
+
+OPERATOR_VERSION = "v26.3.2"
+NFD_IMAGE = "registry.k8s.io/nfd/node-feature-discovery:v0.18.3"
+# short name -> (DaemonSet, deploy label, values key, init containers, main containers, default image, operator state)
+OPERANDS: dict[str, tuple[str, str, str, list[str], list[str], str, str]] = {
+    "driver": ("nvidia-driver-daemonset", "driver", "driver", ["k8s-driver-manager"], ["nvidia-driver-ctr"],
+               "nvcr.io/nvidia/driver:580.126.20", "state-driver"),
+    "toolkit": ("nvidia-container-toolkit-daemonset", "container-toolkit", "toolkit", ["driver-validation"],
+                ["nvidia-container-toolkit-ctr"], "nvcr.io/nvidia/k8s/container-toolkit:v1.19.1", "state-container-toolkit"),
+    "validator": ("nvidia-operator-validator", "operator-validator", "validator",
+                  ["driver-validation", "toolkit-validation", "cuda-validation", "plugin-validation"],
+                  ["nvidia-operator-validator"], f"nvcr.io/nvidia/gpu-operator:{OPERATOR_VERSION}", "state-operator-validation"),
+    "device-plugin": ("nvidia-device-plugin-daemonset", "device-plugin", "devicePlugin", ["toolkit-validation", "config-manager-init"],
+                      ["nvidia-device-plugin"], "nvcr.io/nvidia/k8s-device-plugin:v0.19.2", "state-device-plugin"),
+    "dcgm-exporter": ("nvidia-dcgm-exporter", "dcgm-exporter", "dcgmExporter", ["toolkit-validation"], ["nvidia-dcgm-exporter"],
+                      "nvcr.io/nvidia/k8s/dcgm-exporter:4.5.3-4.8.2-distroless", "state-dcgm-exporter"),
+    "gfd": ("gpu-feature-discovery", "gpu-feature-discovery", "gfd", ["toolkit-validation"], ["gpu-feature-discovery"],
+            "nvcr.io/nvidia/k8s-device-plugin:v0.19.2", "gpu-feature-discovery"),
+    "mig-manager": ("nvidia-mig-manager", "mig-manager", "migManager", ["toolkit-validation"], ["nvidia-mig-manager"],
+                    "nvcr.io/nvidia/cloud-native/k8s-mig-manager:v0.14.2", "state-mig-manager"),
+}
+FIXED_PLUGIN = (0, 17, 4)  # k8s-device-plugin v0.17.4 ignores GB10's "Not Supported" device memory (gpu-operator#1794)
+
+
+@dataclass
+class NodeOperands:
+    """One GPU node's operand pods (short name -> pod spec for `components.workload`) and what they leave behind."""
+
+    labels: dict[str, str] = field(default_factory=dict)  # the operator's nvidia.com/gpu.present and gpu.deploy.* labels
+    gfd_labels: bool = False                                # GFD ran and wrote its labels
+    gpus: int = 0                                           # nvidia.com/gpu registered by the device plugin
+    pods: dict[str, dict[str, Any]] = field(default_factory=dict)
+    cuda_validator: str | None = None                       # nvidia-cuda-validator pod state, None = never created
+
+
+@dataclass
+class Plan:
+    installed: bool
+    chart_done: bool
+    spec: dict[str, Any]
+    values: dict[str, Any]
+    nodes: dict[str, NodeOperands]
+
+
+def _op(ctx: Context) -> dict[str, Any]:
+    return ctx.scenario.cluster.get("gpu_operator") or {}
+
+
+def _override(ctx: Context, short: str) -> dict[str, Any]:
+    return dict((_op(ctx).get("components") or {}).get(short) or {})
+
+
+def _enabled(values: dict[str, Any], key: str) -> bool:
+    return bool((values.get(key) or {}).get("enabled", True))
+
+
+def _version(image: str) -> tuple[int, ...]:
+    found = re.search(r":v?(\d+)\.(\d+)\.(\d+)", image)
+    return tuple(int(x) for x in found.groups()) if found else (999,)
+
+
+def plan(ctx: Context) -> Plan:
+    """Every GPU node's operand states, from its host facts and the live HelmChart's values."""
+    op = _op(ctx)
+    spec = dict(op.get("helmchart") or {})
+    values = yaml.safe_load(spec.get("valuesContent") or "") or {}
+    installed = bool(op.get("installed", True))
+    chart_done = installed and op.get("helm_job", "complete") == "complete"
+    operator_up = chart_done and _override(ctx, "operator").get("state", "running") == "running"
+    nodes = {name: _node_plan(ctx, name, values) if operator_up else NodeOperands() for name in gpu_nodes(ctx)}
+    return Plan(installed, chart_done, spec, values, nodes)
+
+
+def _node_plan(ctx: Context, name: str, values: dict[str, Any]) -> NodeOperands:
+    kube, host = node_kube(ctx, name), host_facts(ctx, name)
+    out = NodeOperands()
+    removed = {k for k, v in (kube.get("labels") or {}).items() if v is None}
+    if _override(ctx, "nfd-worker").get("state", "running") != "running" or \
+            "feature.node.kubernetes.io/pci-10de.present" in removed:
+        return out  # NFD never labelled the NVIDIA PCI device: the operator sees no GPU node here, deploys nothing
+    preinstalled = bool((host.get("driver") or {}).get("loaded", True))
+    container_driver = _enabled(values, "driver") and not preinstalled
+    out.labels = {"nvidia.com/gpu.present": "true",
+                  **{f"nvidia.com/gpu.deploy.{c}": "true" for c in (
+                      "container-toolkit", "dcgm", "dcgm-exporter", "device-plugin", "gpu-feature-discovery",
+                      "node-status-exporter", "operator-validator")},
+                  # the driver manager finds the host's driver (F5) and relabels; else the driver container deploys
+                  "nvidia.com/gpu.deploy.driver": "true" if container_driver else "pre-installed"}
+    pods = out.pods
+    if container_driver:
+        pods["driver"] = {"state": "crashloop", "restarts": 9, "log": logs.DRIVER_BUILD_FAILED,
+                          "previous": logs.DRIVER_BUILD_FAILED}
+    smi = logs.smi_failure(host)
+    driver_ok = smi is None
+    validation = {"driver-validation": logs.driver_validation(host, smi, container_driver)}
+    toolkit_on = _enabled(values, "toolkit")
+    if toolkit_on:
+        pods["toolkit"] = {"state": "running" if driver_ok else "init", "init_running": 0, "logs": dict(validation)}
+    toolkit_ready = driver_ok and toolkit_on
+    plugin_image = _override(ctx, "device-plugin").get("image") or _image(values, "devicePlugin")
+    memory_unsupported = any(str(g.get("memory", "not-supported")) == "not-supported" for g in host.get("gpus") or [])
+    for short in ("device-plugin", "gfd", "dcgm-exporter"):
+        if not _enabled(values, OPERANDS[short][2]):
+            continue
+        if not toolkit_ready:  # toolkit-validation loops until /run/nvidia/validations/toolkit-ready exists (F21)
+            pods[short] = {"state": "init", "init_running": 0, "logs": {"toolkit-validation": logs.WAITING_FOR_TOOLKIT}}
+        elif short == "device-plugin" and memory_unsupported and _version(plugin_image) < FIXED_PLUGIN:
+            crash = logs.plugin_memory_crash(plugin_image)
+            pods[short] = {"state": "crashloop", "restarts": 14, "log": crash, "previous": crash}
+        else:
+            pods[short] = {"state": "running"}
+    registered = pods.get("device-plugin", {}).get("state") == "running"
+    lost = bool(kube.get("gpus_lost"))  # the kubelet lost the plugin's registration after validation (F22, microk8s#5245)
+    out.gfd_labels = pods.get("gfd", {}).get("state") == "running"
+    out.gpus = len(host.get("gpus") or []) if registered and not lost else 0
+    validator: dict[str, Any] = {"state": "running", "logs": dict(validation)}
+    if not driver_ok:
+        validator.update(state="init", init_running=0)
+    elif not toolkit_ready:
+        validator.update(state="init", init_running=1, logs={**validation, "toolkit-validation": logs.TOOLKIT_NOT_READY})
+    else:
+        out.cuda_validator = "completed"
+        if not registered and not lost:  # plugin-validation gives up after 30 x 5 s and restarts (gpu-operator#486)
+            validator.update(state="init-crashloop", init_running=3, restarts=6, exit_code=1,
+                             logs={**validation, "plugin-validation": logs.plugin_retries(12)},
+                             previous={"plugin-validation": logs.plugin_gave_up()})
+    pods["validator"] = validator
+    return out
+
+
+def _image(values: dict[str, Any], key: str) -> str:
+    short = next(s for s, o in OPERANDS.items() if o[2] == key)
+    default = OPERANDS[short][5]
+    section = values.get(key) or {}
+    repo, image, version = section.get("repository"), section.get("image"), section.get("version")
+    if not (repo or image or version):
+        return default
+    base, tag = default.rsplit(":", 1)
+    drepo, dimage = base.rsplit("/", 1)
+    return f"{repo or drepo}/{image or dimage}:{version or tag}"
+
+
+def install(ctx: Context, world: World, plan_: Plan) -> None:
+    """The HelmChart as applied, its install Job and, once it completed, the operator, NFD and each node's operands."""
+    op = _op(ctx)
+    first = list(ctx.scenario.nodes)[0]
+    helm_state = op.get("helm_job", "complete")
+    world.add(components.helmchart(ctx, "gpu-operator", plan_.spec, helm_state))
+    components.job(ctx, world, "kube-system", "helm-install-gpu-operator", "rancher/klipper-helm:v0.9.8-build20250709", first,
+                   helm_state, logs.HELM_INSTALL if helm_state == "complete" else "Error: context deadline exceeded\n")
+    if not plan_.chart_done:
+        return
+    ns = plan_.spec.get("targetNamespace", "gpu-operator")
+    world.add(namespace(ctx, ns, {"pod-security.kubernetes.io/enforce": "privileged"}))
+    release = {"app.kubernetes.io/instance": "gpu-operator", "app.kubernetes.io/managed-by": "Helm"}
+    not_ready = _states_not_ready(plan_)
+    policy = _clusterpolicy(ctx, plan_, not_ready)
+    components.workload(ctx, world, "Deployment", ns, "gpu-operator",
+                        {"app": "gpu-operator", "app.kubernetes.io/component": "gpu-operator", **release}, [], ["gpu-operator"],
+                        f"nvcr.io/nvidia/gpu-operator:{OPERATOR_VERSION}", [first], _override(ctx, "operator"),
+                        logs={"gpu-operator": logs.operator(policy["status"]["conditions"][0]["message"], bool(not_ready))})
+    nfd = {"app.kubernetes.io/name": "node-feature-discovery", **release}
+    for role in ("master", "gc"):
+        components.workload(ctx, world, "Deployment", ns, f"gpu-operator-node-feature-discovery-{role}", {**nfd, "role": role}, [],
+                            [role if role == "master" else "gc"], NFD_IMAGE, [first], _override(ctx, f"nfd-{role}"))
+    components.workload(ctx, world, "DaemonSet", ns, "gpu-operator-node-feature-discovery-worker", {**nfd, "role": "worker"}, [],
+                        ["worker"], NFD_IMAGE, list(ctx.scenario.nodes), _override(ctx, "nfd-worker"))
+    world.add(policy)
+    for short, (ds, deploy, key, inits, mains, _default, _state) in OPERANDS.items():
+        if not _enabled(plan_.values, key):
+            continue
+        targets = [n for n, on in plan_.nodes.items() if short in on.pods]
+        per_node = {n: {**plan_.nodes[n].pods.get(short, {}), **_override(ctx, short)} for n in targets}
+        components.workload(ctx, world, "DaemonSet", ns, ds, {"app": ds, "app.kubernetes.io/managed-by": "gpu-operator"}, inits,
+                            mains, _override(ctx, short).get("image") or _image(plan_.values, key), targets, {},
+                            node_selector={f"nvidia.com/gpu.deploy.{deploy}": "true"}, logs=logs.component(short),
+                            per_node=per_node, owner=policy)
+    for node_name, on in plan_.nodes.items():
+        if on.cuda_validator:
+            world.add(_cuda_validator(ctx, ns, node_name, on.cuda_validator))
+    if op.get("runtimeclass_nvidia", False):
+        world.add({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "handler": "nvidia",
+                   "metadata": meta("nvidia", None, ctx.created, {"app.kubernetes.io/component": "gpu-operator"})})
+
+
+def _states_not_ready(plan_: Plan) -> list[str]:
+    """The operator's states (in its reconcile order) whose DaemonSet has a pod that is not ready."""
+    bad = []
+    for short, operand in OPERANDS.items():
+        if any(on.pods.get(short, {}).get("state", "running") != "running" for on in plan_.nodes.values() if short in on.pods):
+            bad.append(operand[6])
+    return bad
+
+
+def _clusterpolicy(ctx: Context, plan_: Plan, not_ready: list[str]) -> dict[str, Any]:
+    """cluster-policy with the state and conditions the operator writes (clusterpolicy-status.txt)."""
+    values = plan_.values
+    cdi = dict(values.get("cdi") or {})
+    if not any(on.labels for on in plan_.nodes.values()):
+        state, reason = "ready", "NoGPUNodes"
+    elif not_ready:
+        state, reason = "notReady", "OperandNotReady"
+    else:
+        state, reason = "ready", "Reconciled"
+    message = logs.clusterpolicy_message(reason, not_ready)
+    when = ts(ctx.created + 300)
+    ready = {"type": "Ready", "status": "True" if state == "ready" else "False", "reason": reason, "message": message,
+             "lastTransitionTime": when}
+    error = {"type": "Error", "status": "False" if state == "ready" else "True", "reason": "Ready" if state == "ready" else reason,
+             "message": "" if state == "ready" else message, "lastTransitionTime": when}
+    return {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy",
+            "metadata": meta("cluster-policy", None, ctx.created + 30,
+                             {"app.kubernetes.io/component": "gpu-operator", "app.kubernetes.io/managed-by": "Helm"}, generation=1),
+            "spec": {"operator": {"defaultRuntime": "containerd", "runtimeClass": "nvidia"},
+                     "driver": {"enabled": _enabled(values, "driver"), "kernelModuleType": "auto", "version": "580.126.20"},
+                     "toolkit": {"enabled": _enabled(values, "toolkit"), "version": "v1.19.1"},
+                     "cdi": {"enabled": bool(cdi.get("enabled", True)), "nriPluginEnabled": bool(cdi.get("nriPluginEnabled", False))},
+                     "devicePlugin": {"enabled": _enabled(values, "devicePlugin"), "version": "v0.19.2"},
+                     "gfd": {"enabled": _enabled(values, "gfd"), "version": "v0.19.2"},
+                     "dcgmExporter": {"enabled": _enabled(values, "dcgmExporter")}, "migManager": {"enabled": _enabled(values, "migManager")},
+                     "validator": {"plugin": {"env": [{"name": "WITH_WORKLOAD", "value": "false"}]}}},
+            "status": {"namespace": plan_.spec.get("targetNamespace", "gpu-operator"), "state": state, "conditions": [ready, error]}}
+
+
+def _cuda_validator(ctx: Context, ns: str, node_name: str, state: str) -> dict[str, Any]:
+    """The validator's CUDA workload pod (validator/manifests/cuda-workload-validation.yaml)."""
+    image = f"nvcr.io/nvidia/gpu-operator:{OPERATOR_VERSION}"
+    init = [c("cuda-validation", image, command=["sh", "-c"], args=["vectorAdd"],
+              env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}], securityContext={"privileged": True})]
+    made = pod(ctx, rand_name(ctx, "nvidia-cuda-validator"), ns, node_name,
+               [c("nvidia-cuda-validator", image, command=["sh", "-c"], args=["echo cuda workload validation is successful"])],
+               init=init, labels={"app": "nvidia-cuda-validator"}, state=state,
+               annotations={"nvidia.cdi.k8s.io/container.cuda-validation": "management.nvidia.com/gpu=all"})
+    made["spec"]["restartPolicy"] = "OnFailure"
+    made["spec"]["serviceAccountName"] = "nvidia-operator-validator"
+    made["spec"]["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    return made
+
