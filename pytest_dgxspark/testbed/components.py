@@ -22,6 +22,7 @@ def workload(ctx: Context, world: World, kind: str, ns: str, name: str, labels: 
     (`log`/`logs`, and `previous` of the last crashed instance); `owner` becomes the top object's controller."""
     state = spec.get("state", "running")
     specs = {n: (per_node or {}).get(n, spec) for n in nodes}
+    nodes = [n for n in nodes if specs[n].get("state", "running") != "absent"]  # no pod there (its DaemonSet exists)
     template = {"metadata": {"labels": dict(labels)},
                 "spec": {"containers": [c(m, spec.get("image", image)) for m in mains],
                          **({"initContainers": [c(i, spec.get("image", image)) for i in inits]} if inits else {}),
@@ -77,9 +78,9 @@ def workload(ctx: Context, world: World, kind: str, ns: str, name: str, labels: 
         texts = dict(logs or {})
         if one.get("log") is not None:
             texts[mains[0]] = one["log"]
-        texts.update(one.get("logs") or {})
         previous = one.get("previous")
         texts.update({f"{k}{PREVIOUS}": v for k, v in ({mains[0]: previous} if isinstance(previous, str) else previous or {}).items()})
+        texts.update(one.get("logs") or {})  # explicit texts win, `<container>#previous` keys included
         world.add(made, texts)
 
 

@@ -20,6 +20,7 @@ import yaml
 from pytest_dgxspark.testbed import components, logs
 from pytest_dgxspark.testbed.node import gpu_nodes, host_facts, node_kube
 from pytest_dgxspark.testbed.podshape import meta, ts
+from pytest_dgxspark.testbed.scenario import deep_merge
 from pytest_dgxspark.testbed.world import Context, World, c, namespace, pod, rand_name
 
 OPERATOR_VERSION = "v26.3.2"
@@ -118,8 +119,9 @@ def _node_plan(ctx: Context, name: str, values: dict[str, Any]) -> NodeOperands:
     validation = {"driver-validation": logs.driver_validation(host, smi, container_driver)}
     toolkit_on = _enabled(values, "toolkit")
     if toolkit_on:
-        pods["toolkit"] = {"state": "running" if driver_ok else "init", "init_running": 0, "logs": dict(validation)}
-    toolkit_ready = driver_ok and toolkit_on
+        pods["toolkit"] = _facts(ctx, "toolkit", {"state": "running" if driver_ok else "init", "init_running": 0,
+                                                  "logs": dict(validation)})
+    toolkit_ready = toolkit_on and pods["toolkit"]["state"] == "running"
     plugin_image = _override(ctx, "device-plugin").get("image") or _image(values, "devicePlugin")
     memory_unsupported = any(str(g.get("memory", "not-supported")) == "not-supported" for g in host.get("gpus") or [])
     for short in ("device-plugin", "gfd", "dcgm-exporter"):
@@ -132,6 +134,7 @@ def _node_plan(ctx: Context, name: str, values: dict[str, Any]) -> NodeOperands:
             pods[short] = {"state": "crashloop", "restarts": 14, "log": crash, "previous": crash}
         else:
             pods[short] = {"state": "running"}
+        pods[short] = _facts(ctx, short, pods[short])
     registered = pods.get("device-plugin", {}).get("state") == "running"
     lost = bool(kube.get("gpus_lost"))  # the kubelet lost the plugin's registration after validation (F22, microk8s#5245)
     out.gfd_labels = pods.get("gfd", {}).get("state") == "running"
@@ -147,8 +150,16 @@ def _node_plan(ctx: Context, name: str, values: dict[str, Any]) -> NodeOperands:
             validator.update(state="init-crashloop", init_running=3, restarts=6, exit_code=1,
                              logs={**validation, "plugin-validation": logs.plugin_retries(12)},
                              previous={"plugin-validation": logs.plugin_gave_up()})
-    pods["validator"] = validator
+    pods["validator"] = _facts(ctx, "validator", validator)
+    if "driver" in pods:
+        pods["driver"] = _facts(ctx, "driver", pods["driver"])
     return out
+
+
+def _facts(ctx: Context, short: str, derived: dict[str, Any]) -> dict[str, Any]:
+    """A derived pod spec with the scenario's own facts about that component laid over it (an image, or a state
+    such as `absent` for a DaemonSet whose pod is gone); what follows from it is derived from the result."""
+    return deep_merge(derived, _override(ctx, short))
 
 
 def _image(values: dict[str, Any], key: str) -> str:
@@ -193,7 +204,7 @@ def install(ctx: Context, world: World, plan_: Plan) -> None:
         if not _enabled(plan_.values, key):
             continue
         targets = [n for n, on in plan_.nodes.items() if short in on.pods]
-        per_node = {n: {**plan_.nodes[n].pods.get(short, {}), **_override(ctx, short)} for n in targets}
+        per_node = {n: plan_.nodes[n].pods[short] for n in targets}
         components.workload(ctx, world, "DaemonSet", ns, ds, {"app": ds, "app.kubernetes.io/managed-by": "gpu-operator"}, inits,
                             mains, _override(ctx, short).get("image") or _image(plan_.values, key), targets, {},
                             node_selector={f"nvidia.com/gpu.deploy.{deploy}": "true"}, logs=logs.component(short),
