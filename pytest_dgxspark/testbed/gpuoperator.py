@@ -103,7 +103,8 @@ def _node_plan(ctx: Context, name: str, values: dict[str, Any]) -> NodeOperands:
             "feature.node.kubernetes.io/pci-10de.present" in removed:
         return out  # NFD never labelled the NVIDIA PCI device: the operator sees no GPU node here, deploys nothing
     preinstalled = bool((host.get("driver") or {}).get("loaded", True))
-    container_driver = _enabled(values, "driver") and not preinstalled
+    forced = str((kube.get("labels") or {}).get("nvidia.com/gpu.deploy.driver", "")) == "true"  # label set by hand
+    container_driver = _enabled(values, "driver") and (not preinstalled or forced)
     out.labels = {"nvidia.com/gpu.present": "true",
                   **{f"nvidia.com/gpu.deploy.{c}": "true" for c in (
                       "container-toolkit", "dcgm", "dcgm-exporter", "device-plugin", "gpu-feature-discovery",
@@ -111,16 +112,19 @@ def _node_plan(ctx: Context, name: str, values: dict[str, Any]) -> NodeOperands:
                   # the driver manager finds the host's driver (F5) and relabels; else the driver container deploys
                   "nvidia.com/gpu.deploy.driver": "true" if container_driver else "pre-installed"}
     pods = out.pods
-    if container_driver:
-        pods["driver"] = {"state": "crashloop", "restarts": 9, "log": logs.DRIVER_BUILD_FAILED,
-                          "previous": logs.DRIVER_BUILD_FAILED}
+    if container_driver:  # it cannot build for the -nvidia kernel (F3), nor replace a driver in use (gpu-operator#126)
+        text = logs.DRIVER_IN_USE if preinstalled else logs.DRIVER_BUILD_FAILED
+        pods["driver"] = {"state": "crashloop", "restarts": 9, "log": text, "previous": text}
     smi = logs.smi_failure(host)
-    driver_ok = smi is None
+    driver_ok = smi is None and not container_driver  # with a driver container, validation waits for it to be ready
     validation = {"driver-validation": logs.driver_validation(host, smi, container_driver)}
     toolkit_on = _enabled(values, "toolkit")
+    nri_mode = (values.get("cdi") or {}).get("nriPluginEnabled") is True
     if toolkit_on:
-        pods["toolkit"] = _facts(ctx, "toolkit", {"state": "running" if driver_ok else "init", "init_running": 0,
-                                                  "logs": dict(validation)})
+        toolkit: dict[str, Any] = {"state": "running" if driver_ok else "init", "init_running": 0, "logs": dict(validation)}
+        if driver_ok and nri_mode and not _serves_nri(host):  # its NRI plugin has no socket to connect to (F14)
+            toolkit.update(state="crashloop", restarts=8, log=logs.NRI_UNREACHABLE, previous=logs.NRI_UNREACHABLE)
+        pods["toolkit"] = _facts(ctx, "toolkit", toolkit)
     toolkit_ready = toolkit_on and pods["toolkit"]["state"] == "running"
     plugin_image = _override(ctx, "device-plugin").get("image") or _image(values, "devicePlugin")
     memory_unsupported = any(str(g.get("memory", "not-supported")) == "not-supported" for g in host.get("gpus") or [])
@@ -154,6 +158,12 @@ def _node_plan(ctx: Context, name: str, values: dict[str, Any]) -> NodeOperands:
     if "driver" in pods:
         pods["driver"] = _facts(ctx, "driver", pods["driver"])
     return out
+
+
+def _serves_nri(host: dict[str, Any]) -> bool:
+    """RKE2's containerd serves /var/run/nri/nri.sock: NRI not disabled (`host.nri`) on containerd 2.x."""
+    major = str(host.get("containerd_version", "2")).lstrip("v").split(".", 1)[0]
+    return bool(host.get("nri", True)) and major.isdigit() and int(major) >= 2
 
 
 def _facts(ctx: Context, short: str, derived: dict[str, Any]) -> dict[str, Any]:

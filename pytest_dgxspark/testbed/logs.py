@@ -106,6 +106,14 @@ def driver_validation(host: dict[str, Any], smi: str | None, container_driver: b
 WAITING_FOR_TOOLKIT = "waiting for nvidia container stack to be setup\n" * 3  # toolkit-validation of the v26.3.2 templates
 TOOLKIT_NOT_READY = "toolkit is not ready\n" * 3                              # validator-strings.txt:1148
 DRIVER_BUILD_FAILED = "Could not resolve Linux kernel version\n"              # gpu-stack-facts F3 (driver container)
+# the driver container on a node whose pre-installed driver is loaded (gpu-operator#126)
+DRIVER_IN_USE = ("========== NVIDIA Software Installer ==========\n\n"
+                 "Starting installation of NVIDIA driver version 580.126.20 for Linux kernel version 6.17.0-1014-nvidia\n\n"
+                 + "Stopping NVIDIA persistence daemon...\nUnloading NVIDIA driver kernel modules...\n"
+                   "Could not unload NVIDIA driver kernel modules, driver is in use\n" * 2)
+# the toolkit's NRI plugin when containerd serves no NRI socket (gpu-stack-facts F14, containerd/nri#62)
+NRI_UNREACHABLE = ('level=error msg="failed to connect to NRI service: dial unix /var/run/nri/nri.sock: connect: '
+                   'no such file or directory"\n')
 
 
 def _plugin_retry(n: int) -> str:
