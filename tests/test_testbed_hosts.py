@@ -270,7 +270,8 @@ def test_an_eight_gpu_x86_64_h100_host_answers_like_the_captured_one(tmp_path: P
             "driver": {"version": "565.57.01"}, "cuda_version": "12.7",
             "gpus": [{"name": "NVIDIA H100 80GB HBM3", "uuid": u, "bus_id": b} for u, b in zip(H100_UUIDS, H100_BUSES)],
             "files": {"/proc/driver/nvidia/version": {"capture": "proc-driver-nvidia-version-open-x86_64.txt"}},
-            "outputs": {"nvidia-smi -q": {"capture": "h100-8gpu-nvidia-smi-q.txt"}},
+            "outputs": {"nvidia-smi -q": {"capture": "h100-8gpu-nvidia-smi-q.txt"},
+                        "systemctl is-active fabricmanager": {"stdout": "failed\n", "rc": 3}},
             "journals": {"rke2-server.service": "Nov 29 18:00:01 dc-01 rke2[1201]: first\nNov 29 18:00:02 dc-01 rke2[1201]: second\n"}}
     with running(spec, tmp_path, keypair, slot, name="dc-01") as node:
         assert node.ssh("uname -m").stdout == "x86_64\n"
@@ -291,6 +292,8 @@ def test_an_eight_gpu_x86_64_h100_host_answers_like_the_captured_one(tmp_path: P
         assert (probe["count"], probe["name"], probe["memory_rc"], probe["compute"]) == (8, "NVIDIA H100 80GB HBM3", 0, "9.0")
         assert node.ssh("journalctl -u rke2-server --no-pager -n 1").stdout == "Nov 29 18:00:02 dc-01 rke2[1201]: second\n"
         assert node.ssh("journalctl -u rke2-agent").stdout == "-- No entries --\n"
+        fabric = node.ssh("systemctl is-active fabricmanager")  # a verbatim result of any shimmed command
+        assert (fabric.returncode, fabric.stdout) == (3, "failed\n")
 
 
 def test_driver_not_loaded_fails_like_the_real_driver(tmp_path: Path, keypair: Path, slot: int) -> None:
