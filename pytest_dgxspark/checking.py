@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import pytest
 
@@ -28,3 +28,39 @@ def unreadable(message: str, target: str | None = None) -> NoReturn:
     """Evidence that was read but cannot be understood (unparsable output, a missing input) is no finding: the
     check ends as `error` with `message`, and the run cannot be ACCEPTED on it."""
     raise TargetError(message, target=target)
+
+
+def completed(result: Any, target: Any, what: str | None = None) -> Any:
+    """`result` of a command on `target` that ran to its end; a command killed by the per-command timeout (exit
+    124/137) or whose SSH session failed (255) says nothing about the host: the check ends as `error`."""
+    from pytest_dgxspark.connections import timed_out
+
+    if timed_out(result) or result.rc == 255:
+        unreadable(f"{target.where}: `{what or command_of(result)}` did not complete (exit {result.rc}"
+                   + (f": {result.stderr.strip()[-200:]}" if (result.stderr or "").strip() else "")
+                   + "), so what it reads cannot be judged")
+    return result
+
+
+def command_of(result: Any) -> str:
+    """The command as the check wrote it (without the `timeout ... /bin/sh -c` wrapper the SSH backend adds)."""
+    import shlex
+
+    command = getattr(result, "command", b"") or b""
+    text = command.decode(errors="replace") if isinstance(command, bytes) else str(command)
+    try:
+        words = shlex.split(text)
+    except ValueError:
+        return text[:160]
+    if len(words) >= 3 and words[0] == "timeout" and words[-2] == "-c":
+        return words[-1][:160]
+    return text[:160]
+
+
+def host_answers(target: Any, after: str) -> None:
+    """After a command timed out: a host that does not run `true` within 15 s is not answering at all, so the
+    timeout is no finding about `after` (the check ends as `error`)."""
+    probe = target.run("true", timeout=15)
+    if probe.rc != 0:
+        unreadable(f"{target.where}: {after} timed out and the host does not answer a plain `true` either (exit "
+                   f"{probe.rc}): the host, not {after.split(' ')[0]}, stopped answering")

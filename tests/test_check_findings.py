@@ -145,6 +145,13 @@ def _a_driver_probe_that_never_completed_is_an_error_not_no_driver(tmp_path: Pat
     return ("--testbed", name)
 
 
+def _a_command_killed_by_the_timeout_is_an_error_not_a_finding(tmp_path: Path) -> tuple[str, ...]:
+    # pgrep ends as the per-command timeout does (exit 124), as on a host that stopped answering mid-command
+    name = scenario(tmp_path, {"description": "pgrep times out", "extends": "healthy"},
+                    {"/usr/bin/pgrep": "#!/bin/sh\nexit 124\n"})
+    return ("--testbed", name)
+
+
 # test name -> the function that writes its scenario into the run's folder and returns the suite arguments
 RUNS: dict[str, Callable[[Path], tuple[str, ...]]] = {f"test{run.__name__}": run for run in (
     _a_cuda_sample_with_exec_format_error_reports_state_and_log_not_a_timeout,
@@ -161,6 +168,7 @@ RUNS: dict[str, Callable[[Path], tuple[str, ...]]] = {f"test{run.__name__}": run
     _a_site_repository_without_makefile_makes_operator_separate_an_error,
     _the_hardening_baseline_records_what_it_saw,
     _a_driver_probe_that_never_completed_is_an_error_not_no_driver,
+    _a_command_killed_by_the_timeout_is_an_error_not_a_finding,
 )}
 
 
@@ -297,3 +305,11 @@ def test_a_driver_probe_that_never_completed_is_an_error_not_no_driver(finding_r
     assert rule(doc, "ADR-0002.driver-source")["status"] == "error"
     assert any(m.startswith("gpu-01 (") and "the driver probe did not complete (exit 124: ): which driver the host "
                "has cannot be read" in m for m in messages(doc, "ADR-0002.driver-source"))
+
+
+def test_a_command_killed_by_the_timeout_is_an_error_not_a_finding(finding_runs, request):
+    _, _, doc = result_of(finding_runs, request.node.name)
+    for rule_id in ("ADR-0001.no-docker-cri", "ADR-0001.no-extra-containerd"):
+        assert rule(doc, rule_id)["status"] == "error", rule_id
+        [message] = messages(doc, rule_id)
+        assert "`pid=$(pgrep -o -x kubelet) && cat /proc/$pid/cmdline` did not complete (exit 124)" in message

@@ -9,7 +9,7 @@ import pytest
 from pytest_dgxspark import not_applicable
 from pytest_dgxspark.connections import HostTarget, timed_out
 from pytest_dgxspark.parsing import parse_nvidia_smi_list
-from pytest_dgxspark.checking import require, unreadable
+from pytest_dgxspark.checking import host_answers, require, unreadable
 
 SMI_LIST = "nvidia-smi -L"
 
@@ -28,6 +28,8 @@ def test_node_exposes_the_hosts_gpus(host_target: HostTarget, host_node: dict[st
     expected = sum(per_gpu) * (int(replicas) if replicas.isdigit() and int(replicas) > 0 else 1)
     evidence.record("nvidia.com/gpu", {"capacity": capacity, "allocatable": allocatable, "host nvidia-smi -L": listing.stdout,
                                        "host GPUs": len(gpus), "replicas": replicas, "expected": expected})
+    if timed_out(listing):
+        host_answers(host_target, "nvidia-smi -L")
     require(not timed_out(listing), f"{host_target.where}: nvidia-smi -L did not answer within 30 s (killed on the host)")
     require(listing.rc == 0, (
         f"{host_target.where}: nvidia-smi -L exited {listing.rc}: {(listing.stderr or listing.stdout).strip()[-200:]}"

@@ -10,7 +10,7 @@ import yaml
 
 from pytest_dgxspark import not_applicable
 from pytest_dgxspark.parsing import image_registry
-from pytest_dgxspark.checking import require, unreadable
+from pytest_dgxspark.checking import completed, require, unreadable
 
 REGISTRIES_YAML = "/etc/rancher/rke2/registries.yaml"
 
@@ -52,7 +52,7 @@ def test_operator_images_come_from_the_mirror(
     for spec in targets.hosts:
         if spec.gpu:
             target = connections.host(spec).connect()
-            text = target.run(f"cat {REGISTRIES_YAML} 2>/dev/null; true").stdout
+            text = completed(target.run(f"cat {REGISTRIES_YAML} 2>/dev/null; true"), target).stdout
             per_node.append(_mirrored_registries(text, mirror_host, target.where))
     via_registries_yaml = set.intersection(*per_node) if per_node else set()
     evidence.record(f"registries sent to {mirror_host} by {REGISTRIES_YAML} on every GPU node", sorted(via_registries_yaml))

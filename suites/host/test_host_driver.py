@@ -10,7 +10,7 @@ from pytest_dgxspark import not_applicable
 from pytest_dgxspark.connections import HostTarget, timed_out
 from pytest_dgxspark.parsing import module_loaded, parse_nvidia_smi_csv, parse_proc_driver_version
 from pytest_dgxspark.provenance import DRIVER_VERSION_FILE, SMI_HEADER
-from pytest_dgxspark.checking import finding, require, unreadable
+from pytest_dgxspark.checking import completed, finding, host_answers, require, unreadable
 
 SMI_QUERY = "nvidia-smi --query-gpu=index,name,driver_version,pci.bus_id,memory.total --format=csv"
 PROC_GPUS = "ls -1 /proc/driver/nvidia/gpus 2>/dev/null; true"
@@ -45,7 +45,7 @@ def test_nvidia_kernel_module_is_loaded(host_target: HostTarget, evidence: Any) 
     if not host_target.spec.gpu:
         not_applicable(f"{host_target.name} is not a GPU host (dgxspark_gpu: false)")
     # lsmod reads /proc/modules; it is the RKE2 docs' own host check (`lsmod | grep nvidia`).
-    modules = evidence.command(host_target, "lsmod")
+    modules = completed(evidence.command(host_target, "lsmod"), host_target)
     if modules.rc != 0:
         unreadable(f"{host_target.where}: lsmod exited {modules.rc} ({modules.stderr.strip()[-200:]}): the loaded "
                    "kernel modules cannot be read")
@@ -61,14 +61,14 @@ def test_nvidia_kernel_module_is_loaded(host_target: HostTarget, evidence: Any) 
 def test_driver_version_file_shows_the_right_flavour(host_target: HostTarget, evidence: Any) -> None:
     if not host_target.spec.gpu:
         not_applicable(f"{host_target.name} is not a GPU host (dgxspark_gpu: false)")
-    result = host_target.cached(DRIVER_VERSION_FILE)
+    result = completed(host_target.cached(DRIVER_VERSION_FILE), host_target)
     evidence.record(DRIVER_VERSION_FILE, {"exit_status": result.rc, "stdout": result.stdout, "stderr": result.stderr})
     require(result.rc == 0, f"{host_target.where}: /proc/driver/nvidia/version is missing: no NVIDIA driver is loaded")
     driver = parse_proc_driver_version(result.stdout)
     if driver is None:
         unreadable(f"{host_target.where}: /proc/driver/nvidia/version is not an NVRM version line: {result.stdout[:200]!r}")
     evidence.record("driver", {"version": driver.version, "flavour": driver.flavour, "arch": driver.arch})
-    models = evidence.command(host_target, GPU_MODELS).stdout
+    models = completed(evidence.command(host_target, GPU_MODELS), host_target).stdout
     needs_open = _needs_open_modules(host_target, models)
     evidence.record("needs the open kernel modules (Blackwell/GB10)", needs_open)
     if needs_open and driver.flavour != "open":
@@ -83,7 +83,7 @@ def test_driver_version_file_shows_the_right_flavour(host_target: HostTarget, ev
 
 def rm_init_failures(host_target: HostTarget, evidence: Any) -> list[str]:
     """NVRM lines of the kernel log saying the driver could not initialise the GPU (RmInitAdapter failed)."""
-    log = evidence.command(host_target, KERNEL_LOG_NVRM)
+    log = completed(evidence.command(host_target, KERNEL_LOG_NVRM), host_target)
     # from NVRM on: dmesg's [seconds] and journalctl's date/host prefixes vary
     return [line[line.index("NVRM"):].strip() for line in log.stdout.splitlines() if "RmInitAdapter failed" in line]
 
@@ -94,6 +94,7 @@ def test_nvidia_smi_answers_in_time(host_target: HostTarget, smi_timeout_s: int,
         not_applicable(f"{host_target.name} is not a GPU host (dgxspark_gpu: false)")
     result = evidence.command(host_target, SMI_QUERY, timeout=smi_timeout_s)
     if timed_out(result):
+        host_answers(host_target, "nvidia-smi")
         seen = rm_init_failures(host_target, evidence)
         finding((
             f"{host_target.where}: nvidia-smi did not answer within {smi_timeout_s} s (killed on the host)"
@@ -105,7 +106,7 @@ def test_nvidia_smi_answers_in_time(host_target: HostTarget, smi_timeout_s: int,
         # nvidia-smi(1): 12 = "NVML Shared Library couldn't be found or loaded": the library, not the kernel driver,
         # is missing (host-nvml judges it). The driver is judged without NVML: its GPUs under /proc/driver/nvidia.
         evidence.record("nvidia-smi exit 12 (NVML library missing; judged by ADR-0002.host-nvml)", output[-400:])
-        gpus = evidence.command(host_target, PROC_GPUS)
+        gpus = completed(evidence.command(host_target, PROC_GPUS), host_target)
         found = [line.strip() for line in gpus.stdout.splitlines() if line.strip()]
         require(found, (
             f"{host_target.where}: nvidia-smi cannot load NVML (exit 12) and the kernel driver lists no GPU in "

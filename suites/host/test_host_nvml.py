@@ -10,7 +10,7 @@ import pytest
 from pytest_dgxspark import not_applicable
 from pytest_dgxspark.connections import HostTarget, timed_out
 from pytest_dgxspark.parsing import ldconfig_has, nvml_probe_result
-from pytest_dgxspark.checking import require, unreadable
+from pytest_dgxspark.checking import completed, host_answers, require, unreadable
 
 NVML_NOT_SUPPORTED = 3
 PYTHON_NOT_INSTALLED = 127
@@ -60,7 +60,7 @@ NVML_COMMAND = f"python3 -c {shlex.quote(NVML_PROBE)}"
 def test_libnvidia_ml_resolves(host_target: HostTarget, evidence: Any) -> None:
     if not host_target.spec.gpu:
         not_applicable(f"{host_target.name} is not a GPU host (dgxspark_gpu: false)")
-    result = evidence.command(host_target, "/sbin/ldconfig -p 2>/dev/null || ldconfig -p")
+    result = completed(evidence.command(host_target, "/sbin/ldconfig -p 2>/dev/null || ldconfig -p"), host_target)
     if result.rc != 0:
         unreadable(f"{host_target.where}: `ldconfig -p` exited {result.rc} ({result.stderr.strip()[-200:]}): the "
                    "linker cache that says where libnvidia-ml.so.1 is cannot be read")
@@ -78,6 +78,8 @@ def test_nvml_initialises_and_counts_gpus(host_target: HostTarget, evidence: Any
         not_applicable(f"{host_target.name} is not a GPU host (dgxspark_gpu: false)")
     result = host_target.cached(NVML_COMMAND, timeout=NVML_TIMEOUT_S)
     evidence.record("NVML probe", {"exit_status": result.rc, "stdout": result.stdout[-2000:], "stderr": result.stderr[-2000:]})
+    if timed_out(result):
+        host_answers(host_target, "the NVML probe")
     require(not timed_out(result), (
         f"{host_target.where}: nvmlInit_v2 and the device queries did not return within {NVML_TIMEOUT_S} s (killed on "
         "the host): the driver does not answer NVML; look at dmesg for NVRM errors"

@@ -16,7 +16,7 @@ from pytest_dgxspark.parsing import (
     node_internal_ips,
     parse_ip_addr_json,
 )
-from pytest_dgxspark.checking import require, unreadable
+from pytest_dgxspark.checking import completed, require, unreadable
 
 NETPLAN = "for f in /etc/netplan/*.yaml /etc/netplan/*.yml; do [ -f \"$f\" ] && { echo '---'; cat \"$f\"; }; done; true"
 
@@ -36,7 +36,7 @@ def test_node_internal_ip_is_the_inventory_address(host_target: HostTarget, host
 @pytest.mark.rule("ADR-0002.host-static-ip")
 def test_inventory_address_is_configured_statically(host_target: HostTarget, evidence: Any) -> None:
     addresses = addresses_of(host_target.spec.address)
-    ip_addr = evidence.command(host_target, "ip -j addr show")
+    ip_addr = completed(evidence.command(host_target, "ip -j addr show"), host_target)
     if ip_addr.rc != 0:
         unreadable(f"{host_target.where}: `ip -j addr show` exited {ip_addr.rc} ({ip_addr.stderr.strip()[-200:]}): the "
                    "host's addresses cannot be read")
@@ -50,7 +50,7 @@ def test_inventory_address_is_configured_statically(host_target: HostTarget, evi
     require(not matches[0].dynamic, (
         f"{host_target.where}: {address} on {iface} is a DHCP lease (`dynamic` in ip addr); configure it statically"
     ))
-    netplan = evidence.command(host_target, NETPLAN)
+    netplan = completed(evidence.command(host_target, NETPLAN), host_target)
     try:
         documents = [d for d in yaml.safe_load_all(netplan.stdout or "") if isinstance(d, dict)]
     except yaml.YAMLError as error:
@@ -64,10 +64,10 @@ def test_inventory_address_is_configured_statically(host_target: HostTarget, evi
     }
     dhcp_netplan = sorted(name for name, d in named.items() if netplan_uses_dhcp(d))
     nm_method = None
-    nmcli = host_target.run(f"command -v nmcli >/dev/null && nmcli -t -g GENERAL.CONNECTION device show {shlex.quote(iface)}")
+    nmcli = completed(host_target.run(f"command -v nmcli >/dev/null && nmcli -t -g GENERAL.CONNECTION device show {shlex.quote(iface)}"), host_target)
     connection = nmcli.stdout.strip() if nmcli.rc == 0 else ""
     if connection:
-        method = evidence.command(host_target, f"nmcli -t -g ipv4.method connection show {shlex.quote(connection)}")
+        method = completed(evidence.command(host_target, f"nmcli -t -g ipv4.method connection show {shlex.quote(connection)}"), host_target)
         nm_method = method.stdout.strip() if method.rc == 0 else None
     evidence.record(
         "address configuration",

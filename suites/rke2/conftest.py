@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from pytest_dgxspark.parsing import merge_rke2_config
+from pytest_dgxspark.checking import completed
 
 CONFIG = "/etc/rancher/rke2/config.yaml"
 DROPINS = (
@@ -63,8 +64,8 @@ class Rke2Config:
 @pytest.fixture
 def rke2_config(host_target: Any, evidence: Any) -> Rke2Config:
     """The effective RKE2 config of the current host, as RKE2 reads it (last value wins, key+ appends)."""
-    base = host_target.cached(f"cat {CONFIG}")
-    dropins = host_target.cached(DROPINS)
+    base = completed(host_target.cached(f"cat {CONFIG}"), host_target)
+    dropins = completed(host_target.cached(DROPINS), host_target)
     evidence.record(CONFIG, {"exit_status": base.rc, "content": base.stdout, "stderr": base.stderr})
     evidence.record("config.yaml.d", dropins.stdout)
     if base.rc != 0:

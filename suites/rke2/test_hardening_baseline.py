@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from pytest_dgxspark.checking import unreadable
+from pytest_dgxspark.checking import completed, unreadable
 from pytest_dgxspark.connections import HostTarget
 from pytest_dgxspark.parsing import split_cmdline
 
@@ -40,10 +40,10 @@ def test_hardening_options_are_recorded(host_target: HostTarget, rke2_config: An
     config = rke2_config.merged
     baseline: dict[str, Any] = {key: config.get(key) for key in HARDENING_KEYS}
     baseline["cis_profile"] = config.get("profile") or "none (RKE2 runs without a CIS profile)"
-    psa = host_target.run("cat /etc/rancher/rke2/rke2-pss.yaml 2>/dev/null || true")
+    psa = completed(host_target.run("cat /etc/rancher/rke2/rke2-pss.yaml 2>/dev/null || true"), host_target)
     baseline["pod_security_config"] = psa.stdout.strip() or None
     if host_target.spec.role == "server":
-        proc = host_target.cached(APISERVER_CMDLINE)
+        proc = completed(host_target.cached(APISERVER_CMDLINE), host_target)
         baseline["kube-apiserver (running) hardening flags"] = (
             apiserver_flags(split_cmdline(proc.stdout)) if proc.rc == 0 else "no kube-apiserver process found"
         )

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pytest_dgxspark.checking import unreadable
+from pytest_dgxspark.checking import completed, unreadable
 from pytest_dgxspark.parsing import kubelet_runtime_endpoint, split_cmdline
 
 DEFAULT_CONFIG_DIR = "/var/lib/rancher/rke2/agent/etc/kubelet.conf.d"
@@ -47,14 +47,14 @@ def _flag(cmdline: str, name: str) -> str | None:
 @pytest.fixture
 def kubelet(host_target: Any, evidence: Any) -> KubeletInfo:
     """The kubelet of the current host, read from its process and config files (effective, not rendered config)."""
-    proc = host_target.cached(KUBELET_CMDLINE)
+    proc = completed(host_target.cached(KUBELET_CMDLINE), host_target)
     cmdline = split_cmdline(proc.stdout) if proc.rc == 0 else ""
     files = [f for f in (_flag(cmdline, "config"),) if f]
     config_dir = _flag(cmdline, "config-dir") or DEFAULT_CONFIG_DIR
     texts = []
     for path in files:
-        texts.append(host_target.cached(f"cat {shlex.quote(path)}").stdout)
-    listing = host_target.cached(f"ls -1 {shlex.quote(config_dir)}/*.conf 2>/dev/null | LC_ALL=C sort; true")
+        texts.append(completed(host_target.cached(f"cat {shlex.quote(path)}"), host_target).stdout)
+    listing = completed(host_target.cached(f"ls -1 {shlex.quote(config_dir)}/*.conf 2>/dev/null | LC_ALL=C sort; true"), host_target)
     dropins = [line.strip() for line in listing.stdout.splitlines() if line.strip()]
     for path in dropins:
         texts.append(host_target.cached(f"cat {shlex.quote(path)}").stdout)

@@ -9,7 +9,7 @@ import pytest
 from pytest_dgxspark import not_applicable
 from pytest_dgxspark.connections import HostTarget
 from pytest_dgxspark.parsing import dig, parse_containerd_config, parse_runtime_version, pod_ready, pod_summary
-from pytest_dgxspark.checking import require, unreadable
+from pytest_dgxspark.checking import completed, require, unreadable
 
 # CDI specs declaring NVIDIA device kinds: the toolkit's management.nvidia.com/gpu and the device plugin's
 # k8s.device-plugin.nvidia.com/gpu (/var/run/cdi/k8s.device-plugin.nvidia.com-gpu.json), any file name.
@@ -31,7 +31,7 @@ def _toolkit_pods(cluster: Any, namespace: str, node: str) -> list[dict[str, Any
 
 def _containerd_config(host_target: HostTarget, evidence: Any) -> Any:
     """RKE2's generated containerd config.toml as CRI settings; a missing file is a finding, unparsable TOML an error."""
-    config_file = host_target.cached(f"cat {RKE2_CONTAINERD_CONFIG}")
+    config_file = completed(host_target.cached(f"cat {RKE2_CONTAINERD_CONFIG}"), host_target)
     evidence.record(RKE2_CONTAINERD_CONFIG, {"exit_status": config_file.rc, "content": config_file.stdout[-4000:],
                                              "stderr": config_file.stderr[-400:]})
     require(config_file.rc == 0, (
@@ -59,7 +59,7 @@ def test_gpu_injection_goes_through_rke2_containerd(
     node_name = host_node["metadata"]["name"]
     nri_mode = dig(site_values, "cdi.nriPluginEnabled") is True
     evidence.record("mode", "NRI plugin + CDI" if nri_mode else "legacy nvidia runtime in RKE2's containerd config")
-    daemon_json = host_target.run("cat /etc/docker/daemon.json 2>/dev/null; true")
+    daemon_json = completed(host_target.run("cat /etc/docker/daemon.json 2>/dev/null; true"), host_target)
     evidence.record("Docker daemon.json (never the Kubernetes path; recorded only)", daemon_json.stdout.strip() or None)
     kubelet.require_running(host_target.where)
     require(not any(s in kubelet.effective_endpoint for s in DOCKER_SOCKETS), (
@@ -70,7 +70,7 @@ def test_gpu_injection_goes_through_rke2_containerd(
     if nri_mode:
         raw = (host_node.get("status") or {}).get("nodeInfo", {}).get("containerRuntimeVersion", "")
         runtime = parse_runtime_version(raw)
-        nri_socket = evidence.command(host_target, f"test -S {NRI_SOCKET}")
+        nri_socket = completed(evidence.command(host_target, f"test -S {NRI_SOCKET}"), host_target)
         live_nri = [dig(p, "spec.cdi.nriPluginEnabled") for p in cluster.list("clusterpolicies")]
         evidence.record("NRI", {"containerRuntimeVersion": raw, "nri.sock": nri_socket.rc == 0,
                                 "ClusterPolicy spec.cdi.nriPluginEnabled (recorded)": live_nri})
@@ -126,7 +126,7 @@ def test_toolkit_nri_plugin_and_cdi_specs_serve_the_node(
     if not started:
         not_applicable(f"the toolkit pod on node {node_name} still waits in its init containers (driver-validation): "
                        "its NRI plugin has not started; the driver's layers (host-driver, driver-source) judge the wait")
-    specs = evidence.command(host_target, CDI_SPECS)
+    specs = completed(evidence.command(host_target, CDI_SPECS), host_target)
     not_ready = [pod_summary(p) for p in started if not pod_ready(p)]
     require(not not_ready, (
         f"{host_target.where}: the NRI plugin runs in the toolkit DaemonSet; its pod on {node_name} is not Ready: "

@@ -8,7 +8,7 @@ import pytest
 
 from pytest_dgxspark.connections import HostTarget
 from pytest_dgxspark.parsing import parse_runtime_version
-from pytest_dgxspark.checking import require, unreadable
+from pytest_dgxspark.checking import completed, require, unreadable
 
 RKE2_SOCKET = "unix:///run/k3s/containerd/containerd.sock"
 SYSTEM_CONTAINERD = "ls -l /usr/bin/containerd /usr/local/bin/containerd /run/containerd/containerd.sock 2>/dev/null; true"
@@ -18,7 +18,7 @@ SYSTEM_CONTAINERD = "ls -l /usr/bin/containerd /usr/local/bin/containerd /run/co
 def test_kubelet_uses_no_system_containerd(
     host_target: HostTarget, host_node: dict[str, Any], kubelet: Any, evidence: Any
 ) -> None:
-    system = evidence.command(host_target, SYSTEM_CONTAINERD)
+    system = completed(evidence.command(host_target, SYSTEM_CONTAINERD), host_target)
     evidence.record("system containerd on the host (recorded, not a failure)", system.stdout.strip() or "none")
     raw = (host_node.get("status") or {}).get("nodeInfo", {}).get("containerRuntimeVersion", "")
     runtime = parse_runtime_version(raw)

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from pytest_dgxspark.connections import HostTarget
+from pytest_dgxspark.connections import HostTarget, timed_out
 from pytest_dgxspark.parsing import parse_runtime_version
-from pytest_dgxspark.checking import require
+from pytest_dgxspark.checking import completed, finding, host_answers, require
 
 RKE2_SOCKET = "unix:///run/k3s/containerd/containerd.sock"
 CRICTL = "/var/lib/rancher/rke2/bin/crictl --runtime-endpoint unix:///run/k3s/containerd/containerd.sock version"
@@ -36,9 +36,13 @@ def test_kubelet_uses_the_rke2_containerd_socket(host_target: HostTarget, kubele
 
 @pytest.mark.rule("ADR-0001.runtime-rke2-containerd")
 def test_rke2_containerd_socket_answers(host_target: HostTarget, evidence: Any) -> None:
-    socket = evidence.command(host_target, "test -S /run/k3s/containerd/containerd.sock")
+    socket = completed(evidence.command(host_target, "test -S /run/k3s/containerd/containerd.sock"), host_target)
     require(socket.rc == 0, f"{host_target.where}: /run/k3s/containerd/containerd.sock is not a socket")
     version = evidence.command(host_target, CRICTL, timeout=30)
+    if timed_out(version):
+        host_answers(host_target, "crictl version")
+        finding(f"{host_target.where}: crictl version over RKE2's socket did not answer within 30 s: RKE2's containerd "
+                "accepts connections but does not serve CRI; see journalctl -u rke2-server (containerd.log)")
     require(
         version.rc == 0,
         f"{host_target.where}: crictl version over RKE2's socket failed ({version.rc}): {version.stderr.strip()[-300:]}",
