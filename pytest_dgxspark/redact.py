@@ -105,7 +105,10 @@ def redact_text(text: str, where: str = "text", remember: bool = False) -> str:
         return text
     for kind, pattern, replacement in _PATTERNS:
         def sub(match: re.Match[str], kind: str = kind, replacement: Any = replacement) -> str:
-            LOG.note(kind, where, _secret_part(kind, match), remember)
+            part = _secret_part(kind, match)
+            LOG.note(kind, where, part, remember)
+            if remember and part and kind in ("url-userinfo", "rke2-join-token") and ":" in part:
+                LOG.remember(part.rsplit(":", 1)[1], kind, where)  # the password alone, wherever it turns up
             return replacement(match) if callable(replacement) else match.expand(replacement)
 
         text = pattern.sub(sub, text)

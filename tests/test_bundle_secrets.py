@@ -49,7 +49,7 @@ def _run(tmp_path: Path, *extra: str) -> tuple[subprocess.CompletedProcess, Path
     return proc, (report_dir / "latest").resolve()
 
 
-@pytest.mark.parametrize("extra", [(), ("-vv",), ("--log-level=DEBUG", "-rA")], ids=["default", "-vv", "debug-log"])
+@pytest.mark.parametrize("extra", [(), ("-vv", "--log-level=DEBUG", "-rA")], ids=["default", "-vv-debug-log"])
 def test_no_planted_secret_reaches_any_bundle_file(tmp_path, extra):
     proc, bundle = _run(tmp_path, *extra)
     files = [p for p in bundle.rglob("*") if p.is_file()]

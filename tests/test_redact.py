@@ -96,3 +96,10 @@ def test_site_and_host_reprs_carry_no_host_vars(tmp_path):
     assert "Become-Pass-1" not in repr(host)
     site = load_site(SITE)
     assert repr(site) == f"Site(name='tirosh-home', root={str(SITE)!r}, hosts=['gpu-01'])"
+
+
+def test_the_password_of_url_userinfo_and_join_tokens_is_scanned_for_on_its_own():
+    redact_text("repo: https://chartuser:Chart-Pass-4417@charts.example.com", "chart", remember=True)
+    redact_text("token: K10abcdef0123456789abcdef::server:0c4a6f2ed5a1", "config", remember=True)
+    assert set(redaction.LOG.secrets()) == {"chartuser:Chart-Pass-4417", "Chart-Pass-4417",
+                                            "K10abcdef0123456789abcdef::server:0c4a6f2ed5a1", "0c4a6f2ed5a1"}
