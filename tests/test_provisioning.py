@@ -52,12 +52,12 @@ class Run:
         assert self.rc == 0 and not failed, f"ansible-playbook rc={self.rc} {failed}:\n{self.output[-6000:]}"
 
 
-def run_playbook(playbook: Path, inventory: Path, *args: str, env: dict[str, str] | None = None) -> Run:
+def run_playbook(playbook: Path, inventory: Path, *args: str, env: dict[str, str] | None = None, site: Path = SITE) -> Run:
     """Run one playbook with the project's ansible.cfg and the site's vars; return its recap."""
     environ = {**os.environ, "ANSIBLE_CONFIG": str(PROVISIONING / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1",
                "ANSIBLE_FORCE_COLOR": "0", **(env or {})}
     proc = subprocess.run(
-        [str(ANSIBLE_PLAYBOOK), "-i", str(inventory), "-e", f"rke2_site_dir={SITE}", *args, str(playbook)],
+        [str(ANSIBLE_PLAYBOOK), "-i", str(inventory), "-e", f"rke2_site_dir={site}", *args, str(playbook)],
         capture_output=True, text=True, env=environ, timeout=120, check=False)
     output = proc.stdout + proc.stderr
     recap = {m["host"]: {k: int(m[k]) for k in ("ok", "changed", "unreachable", "failed")} for m in RECAP.finditer(output)}
@@ -222,6 +222,197 @@ def test_rendered_agent_config_joins_the_first_server_without_the_token_in_confi
     assert token.read_text() == "K10secret::server:joinme\n" and stat.S_IMODE(token.stat().st_mode) == 0o600
     assert "joinme" not in result.output
     assert not (root / "var/lib/rancher/rke2/server/manifests").exists()
+
+
+# --- guards and the air gap (connection local, every node path under a per-host rke2_root) ---
+
+AIRGAP_SITE = REPO / "pytest_dgxspark" / "testbed" / "scenarios" / "airgap" / "site"
+LOCAL = {"ansible_connection": "local", "ansible_become": False, "ansible_python_interpreter": sys.executable}
+
+
+def node_root(tmp_path: Path, host: str = "gpu-01", *, version: str | None = None, config: dict[str, Any] | None = None,
+              cluster: bool = False) -> Path:
+    """A node's tree: optionally an installed rke2 answering `--version`, a config.yaml and a cluster's datastore."""
+    root = tmp_path / host
+    if version:
+        binary = root / "usr/local/bin/rke2"
+        binary.parent.mkdir(parents=True)
+        binary.write_text(f'#!/bin/sh\necho "rke2 version {version} (6ce1a80e4d9c3b0f2a7e5d8c1b4a9f3e2d7c6b5a)"\n'
+                          'echo "go version go1.24.11 X:boringcrypto"\n')
+        binary.chmod(0o755)
+    if config is not None:
+        (root / "etc/rancher/rke2").mkdir(parents=True)
+        (root / "etc/rancher/rke2/config.yaml").write_text(yaml.safe_dump(config))
+    if cluster:
+        (root / "var/lib/rancher/rke2/server/db/etcd").mkdir(parents=True)
+    root.mkdir(exist_ok=True)
+    return root
+
+
+def local_run(tmp_path: Path, roots: dict[str, Path], *extra: str, site: Path = SITE, env: dict[str, str] | None = None,
+              playbook: Path = INSTALL_PLAYBOOKS[0]) -> Run:
+    inventory = tmp_path / "inventory.yml"
+    hosts = {name: {"ansible_host": f"10.99.0.{i}", "rke2_root": str(root), **LOCAL}
+             for i, (name, root) in enumerate(roots.items(), start=1)}
+    inventory.write_text(yaml.safe_dump({"all": {"children": {"rke2_servers": {"hosts": hosts}}}}))
+    return run_playbook(playbook, inventory, "-e", "rke2_manage_service=false", *extra, env=env, site=site)
+
+
+def test_a_downgrade_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    root = node_root(tmp_path, version="v1.35.7+rke2r1")
+    result = local_run(tmp_path, {"gpu-01": root}, "-e", f"rke2_install_script_sha256={SCRIPT_SHA256}")
+    assert result.rc != 0
+    assert ("gpu-01 runs RKE2 v1.35.7+rke2r1, newer than the pinned v1.34.10+rke2r1: RKE2 does not support downgrades"
+            in " ".join(result.output.split())), result.output[-3000:]
+    assert not (root / "etc/rancher/rke2/config.yaml").exists()
+
+
+def test_an_older_release_is_upgraded_and_the_same_release_is_left_alone(tmp_path: Path) -> None:
+    older = local_run(tmp_path, {"gpu-01": node_root(tmp_path, version="v1.33.13+rke2r2")}, "--tags", "rke2_config",
+                      "-e", f"rke2_install_script_sha256={SCRIPT_SHA256}")
+    older.assert_ok()
+    same = local_run(tmp_path, {"gpu-01": node_root(tmp_path, "gpu-02", version="v1.34.10+rke2r1")}, "--tags", "rke2_config")
+    same.assert_ok()  # nothing to install: the script's digest is not even asked for
+
+
+def test_a_cni_change_on_a_running_cluster_needs_the_explicit_variable(tmp_path: Path) -> None:
+    root = node_root(tmp_path, version="v1.34.10+rke2r1", config={"cni": "canal", "node-name": "gpu-01"}, cluster=True)
+    refused = local_run(tmp_path, {"gpu-01": root}, "--tags", "rke2_config")
+    assert refused.rc != 0
+    assert ('gpu-01 runs a cluster with cni "canal" (rke2-server is active or ' in " ".join(refused.output.split())
+            and 'and the site asks for "cilium": RKE2 does not support changing the CNI of a running cluster'
+            in " ".join(refused.output.split())), refused.output[-3000:]
+    assert yaml.safe_load((root / "etc/rancher/rke2/config.yaml").read_text())["cni"] == "canal"
+    allowed = local_run(tmp_path, {"gpu-01": root}, "--tags", "rke2_config", "-e", "rke2_allow_cni_change=true")
+    allowed.assert_ok()
+    assert yaml.safe_load((root / "etc/rancher/rke2/config.yaml").read_text())["cni"] == "cilium"
+
+
+def test_exactly_one_server_bootstraps_and_the_others_join_it(tmp_path: Path) -> None:
+    roots = {"gpu-01": node_root(tmp_path, "gpu-01"), "gpu-02": node_root(tmp_path, "gpu-02")}
+    result = local_run(tmp_path, roots, "--tags", "rke2_config", "-e", f"rke2_install_script_sha256={SCRIPT_SHA256}",
+                       "-e", "rke2_token=K10joined::server:secret")
+    result.assert_ok()
+    first = yaml.safe_load((roots["gpu-01"] / "etc/rancher/rke2/config.yaml").read_text())
+    second = yaml.safe_load((roots["gpu-02"] / "etc/rancher/rke2/config.yaml").read_text())
+    assert "server" not in first and "token-file" not in first
+    assert second["server"] == "https://10.99.0.1:9345" and second["token-file"] == f"{roots['gpu-02']}/etc/rancher/rke2/join-token"
+    assert second["cni"] == first["cni"] == "cilium" and second["tls-san"] == ["10.99.0.2"]
+    assert (roots["gpu-02"] / "etc/rancher/rke2/join-token").read_text() == "K10joined::server:secret\n"
+    assert not (roots["gpu-01"] / "etc/rancher/rke2/join-token").exists() and "secret" not in result.output
+    plays = re.findall(r"^PLAY \[(.*?)\]", result.output, re.M)
+    assert plays.index("Bootstrap the cluster on the first RKE2 server") < plays.index("Join the other RKE2 servers to the first")
+
+
+def test_a_second_server_with_a_cluster_of_its_own_is_refused(tmp_path: Path) -> None:
+    roots = {"gpu-01": node_root(tmp_path, "gpu-01", version="v1.34.10+rke2r1"),
+             "gpu-02": node_root(tmp_path, "gpu-02", version="v1.34.10+rke2r1", config={"cni": "cilium"}, cluster=True)}
+    result = local_run(tmp_path, roots, "--tags", "rke2_config", "-e", "rke2_token=K10x::server:y")
+    assert result.rc != 0
+    assert ("gpu-02 already runs a cluster of its own" in result.output
+            and "exactly one server (gpu-01) bootstraps, the others join it at https://10.99.0.1:9345" in " ".join(result.output.split()))
+    assert "server" not in yaml.safe_load((roots["gpu-02"] / "etc/rancher/rke2/config.yaml").read_text())
+
+
+def test_an_install_without_a_pinned_script_is_refused(tmp_path: Path) -> None:
+    root = node_root(tmp_path)
+    result = local_run(tmp_path, {"gpu-01": root})
+    assert result.rc != 0
+    assert ('gpu-01 needs RKE2 v1.34.10+rke2r1 installed (found none): rke2_install_script_sha256 must pin install.sh '
+            '(64 hex digits, got "")') in " ".join(result.output.split())
+    assert not (root / "etc").exists()
+
+
+@dataclass(frozen=True)
+class AirGap:
+    """A controller folder of air-gap artifacts with its checksum file, and the digest a site pins for it."""
+
+    directory: Path
+    pinned: str
+    env: dict[str, str]
+
+    def args(self, *extra: str, script: bool = True) -> tuple[str, ...]:
+        return ("-e", f"rke2_airgap_artifacts={self.directory}", "-e", f"rke2_airgap_checksums_sha256={self.pinned}",
+                *(("-e", f"rke2_install_script_src={FAKEHOST / 'install.sh'}") if script else ()),
+                "-e", f"rke2_install_script_sha256={SCRIPT_SHA256}", *extra)
+
+
+ARCH = {"x86_64": "amd64", "aarch64": "arm64"}[os.uname().machine]
+AIRGAP_FILES = [f"rke2.linux-{ARCH}.tar.gz", f"rke2-images.linux-{ARCH}.tar.zst", f"rke2-images-cilium.linux-{ARCH}.tar.zst",
+                "gpu-operator-images.tar.zst"]
+
+
+@pytest.fixture
+def airgap(tmp_path: Path) -> AirGap:
+    directory = tmp_path / "artifacts"
+    directory.mkdir()
+    lines = []
+    for name in AIRGAP_FILES:
+        (directory / name).write_bytes(hashlib.sha256(name.encode()).digest() * 512)
+        lines.append(f"{hashlib.sha256((directory / name).read_bytes()).hexdigest()}  {name}\n")
+    (directory / f"sha256sum-{ARCH}.txt").write_text("".join(lines))
+    fakebin = tmp_path / "fakebin"
+    fakebin.mkdir()
+    (fakebin / "systemctl").symlink_to(FAKEHOST / "systemctl")
+    state = tmp_path / "state"
+    state.mkdir()
+    env = {"PATH": f"{fakebin}:{os.environ['PATH']}", "RKE2_FAKE_ROOT": str(tmp_path / "gpu-01"),
+           "RKE2_FAKE_STATE": str(state), "RKE2_FAKE_LOG": str(tmp_path / "calls.jsonl")}
+    return AirGap(directory, hashlib.sha256((directory / f"sha256sum-{ARCH}.txt").read_bytes()).hexdigest(), env)
+
+
+def test_air_gapped_install_verifies_every_artifact_and_renders_the_registries(tmp_path: Path, airgap: AirGap) -> None:
+    root = node_root(tmp_path)
+    auth = json.dumps({"rke2_airgap_extra_images": ["gpu-operator-images.tar.zst"], "rke2_registry_auth": {
+        "registry.hospital.local:5000": {"username": "rke2-pull", "password": "s3cret-from-vault"}}})
+    result = local_run(tmp_path, {"gpu-01": root}, *airgap.args("-e", auth), site=AIRGAP_SITE, env=airgap.env)
+    result.assert_ok()
+    staged = root / "var/tmp/rke2-install/artifacts"
+    assert sorted(p.name for p in staged.iterdir()) == sorted(AIRGAP_FILES + [f"sha256sum-{ARCH}.txt"])
+    calls = [json.loads(line) for line in (tmp_path / "calls.jsonl").read_text().splitlines()]
+    assert [c["args"] for c in calls if c["cmd"] == "install.sh"] == [["v1.34.10+rke2r1", "server", f"{root}/usr/local", str(staged)]]
+    registries = yaml.safe_load((root / "etc/rancher/rke2/registries.yaml").read_text())
+    assert registries == {
+        "mirrors": {r: {"endpoint": ["https://registry.hospital.local:5000"]}
+                    for r in ("docker.io", "registry.k8s.io", "nvcr.io", "quay.io", "ghcr.io")},
+        "configs": {"registry.hospital.local:5000": {"auth": {"username": "rke2-pull", "password": "s3cret-from-vault"}}}}
+    assert stat.S_IMODE((root / "etc/rancher/rke2/registries.yaml").stat().st_mode) == 0o600
+    assert "s3cret-from-vault" not in result.output
+    config = yaml.safe_load((root / "etc/rancher/rke2/config.yaml").read_text())
+    assert config["system-default-registry"] == "registry.hospital.local:5000"
+    assert config["disable-default-registry-endpoint"] is True
+
+
+@pytest.mark.parametrize(("damage", "message"), [
+    ("missing", "air-gapped site: missing artifact(s) {dir}/rke2-images-cilium.linux-{arch}.tar.zst; nothing is downloaded"),
+    ("tampered", "rke2-images-cilium.linux-{arch}.tar.zst has sha256 "),
+    ("unlisted", "rke2-images-cilium.linux-{arch}.tar.zst is not listed"),
+    ("checksums", "sha256sum-{arch}.txt has sha256 "),
+    ("no-script", "the site is air-gapped (airgap: true), so nothing is downloaded: rke2_install_script_src (got \"\")"),
+])
+def test_air_gapped_install_refuses_a_bad_artifact_before_installing(tmp_path: Path, airgap: AirGap, damage: str,
+                                                                     message: str) -> None:
+    cilium = airgap.directory / f"rke2-images-cilium.linux-{ARCH}.tar.zst"
+    sums = airgap.directory / f"sha256sum-{ARCH}.txt"
+    args = airgap.args()
+    if damage == "missing":
+        cilium.unlink()
+    elif damage == "tampered":
+        cilium.write_bytes(b"not the release's bytes")
+    elif damage == "unlisted":
+        sums.write_text("".join(line for line in sums.read_text().splitlines(True) if "cilium" not in line))
+        args = airgap.args("-e", f"rke2_airgap_checksums_sha256={hashlib.sha256(sums.read_bytes()).hexdigest()}")
+    elif damage == "checksums":
+        sums.write_text(sums.read_text() + f"{'0' * 64}  extra.tar.zst\n")
+    else:
+        args = airgap.args(script=False)
+    root = node_root(tmp_path)
+    result = local_run(tmp_path, {"gpu-01": root}, *args, site=AIRGAP_SITE, env=airgap.env)
+    assert result.rc != 0
+    assert message.format(dir=airgap.directory, arch=ARCH) in " ".join(result.output.split()), result.output[-3000:]
+    calls = (tmp_path / "calls.jsonl").read_text() if (tmp_path / "calls.jsonl").exists() else ""
+    assert '"install.sh"' not in calls, "install.sh must not have run"
+    assert not (root / "etc/rancher/rke2/config.yaml").exists() and not (root / "var/tmp/rke2-install/install.sh").exists()
 
 
 # --- the kubeconfig rename and merge, as data ---
@@ -390,6 +581,26 @@ def test_second_install_reports_no_change(fake_host: FakeHost) -> None:
     mutating = [c for c in fake_host.calls()[before:]
                 if c["cmd"] == "install.sh" or c["args"][0] in ("enable", "start", "restart", "label", "taint")]
     assert mutating == []
+
+
+def test_labels_under_the_gpu_operators_domain_are_set_at_registration_only(fake_host: FakeHost) -> None:
+    config = yaml.safe_load((fake_host.root / "etc/rancher/rke2/config.yaml").read_text())
+    assert "nvidia.com/gpu.present=true" in config["node-label"]  # registration (ADR 0001 lists it)
+    node_file = fake_host.state / "node.json"
+    node = json.loads(node_file.read_text())
+    assert "nvidia.com/gpu.present" not in node["metadata"]["labels"], "the first install must not label it through the API"
+    node["metadata"]["labels"].update({"nvidia.com/gpu.present": "false", "node.tirosh.ai/role": "cpu"})
+    node_file.write_text(json.dumps(node))
+    before = len(fake_host.calls())
+    result = fake_host.install()
+    result.assert_ok()
+    labels = [c["args"] for c in fake_host.calls()[before:] if c["cmd"] == "kubectl" and "label" in c["args"]]
+    assert [a[a.index("label") + 3] for a in labels] == ["node.tirosh.ai/role=gpu"], labels
+    live = json.loads(node_file.read_text())["metadata"]["labels"]
+    assert (live["node.tirosh.ai/role"], live["nvidia.com/gpu.present"]) == ("gpu", "false")
+    assert ("gpu-01 lacks nvidia.com/gpu.present=true: labels under nvidia.com, feature.node.kubernetes.io are set by RKE2 "
+            "at registration (config.yaml node-label) and then belong to their operators; this role never relabels them."
+            in " ".join(result.output.split())), result.output[-3000:]
 
 
 def test_check_mode_after_install_changes_nothing(fake_host: FakeHost) -> None:
@@ -585,3 +796,37 @@ def test_kubeconfig_merges_a_context_the_suite_and_kubernetes_client_can_use(reh
     api = client.CoreV1Api(kubeconfig.new_client_from_config(str(rehearsal.kubeconfig_out), context="tirosh-home/rke2/gpu"))
     assert sorted(n.metadata.name for n in api.list_node().items) == ["cpu-01", "gpu-01"]
     assert rehearsal.make("rke2/kubeconfig").changed("gpu-01") == 0
+
+
+def _suite_rule(tmp_path: Path, scenario: Path, site: Path, test_file: str, rule: str) -> str:
+    """Run one suite file against a testbed scenario directory; the rule's status in results.json."""
+    reports = tmp_path / "reports"
+    proc = subprocess.run([sys.executable, "-m", "pytest", test_file, "--testbed", str(scenario), "--site", str(site),
+                           "--report-dir", str(reports), "-p", "no:cacheprovider", "-q"],
+                          cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
+    results = json.loads((reports / "latest" / "results.json").read_text())
+    statuses = {r["id"]: r["status"] for r in results["rules"]} if isinstance(results["rules"], list) else \
+        {k: v["status"] for k, v in results["rules"].items()}
+    assert rule in statuses, proc.stdout[-3000:] + proc.stderr[-2000:]
+    return statuses[rule]
+
+
+@pytest.mark.parametrize(("mirrored", "expected"), [
+    (None, "passed"),
+    (["docker.io", "registry.k8s.io", "quay.io", "ghcr.io"], "failed"),  # nvcr.io forgotten: the GPU Operator's images
+])
+def test_an_air_gapped_site_provisioned_this_way_passes_image_mirror_on_the_testbed(
+        tmp_path: Path, mirrored: list[str] | None, expected: str) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("the testbed needs root")
+    root = node_root(tmp_path, version="v1.34.10+rke2r1")
+    extra = ("-e", json.dumps({"rke2_mirrored_registries": mirrored})) if mirrored else ()
+    local_run(tmp_path, {"gpu-01": root}, "--tags", "rke2_config", *extra, site=AIRGAP_SITE).assert_ok()
+    scenario = tmp_path / "scenario"
+    scenario.mkdir()
+    (scenario / "scenario.yaml").write_text(yaml.safe_dump({
+        "description": "airgap, with the registries.yaml the rke2 role rendered from the site's vars", "extends": "airgap",
+        "nodes": {"gpu-01": {"host": {"files": {
+            "/etc/rancher/rke2/registries.yaml": (root / "etc/rancher/rke2/registries.yaml").read_text()}}}}}))
+    assert _suite_rule(tmp_path, scenario, AIRGAP_SITE, "suites/gpu_operator/test_image_mirror.py",
+                       "ADR-0002.image-mirror") == expected
