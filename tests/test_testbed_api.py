@@ -207,6 +207,25 @@ def test_an_unknown_dry_run_value_is_refused(raw: Raw) -> None:
 
 
 def test_node_label_and_cordon_by_strategic_merge_patch_move_resource_version_not_generation(raw: Raw) -> None:
+    try:
+        _label_and_cordon(raw)
+    finally:  # never leave the shared node cordoned for the tests after this one
+        raw("PATCH", "/api/v1/nodes/gpu-01", {"metadata": {"labels": {"tier": None}}, "spec": {"unschedulable": None}},
+            "application/merge-patch+json")
+
+
+def test_a_repeated_patch_or_apply_is_a_no_op_even_a_second_later(raw: Raw) -> None:
+    path = "/api/v1/namespaces/default/configmaps/noop"
+    doc = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: noop\ndata:\n  a: '1'\n"
+    first = raw("PATCH", path + "?fieldManager=prov", doc, "application/apply-patch+yaml")[2]
+    patched = raw("PATCH", path, {"data": {"b": "2"}}, "application/merge-patch+json")[2]
+    time.sleep(1.1)  # managedFields times have a one-second resolution
+    assert raw("PATCH", path + "?fieldManager=prov", doc, "application/apply-patch+yaml")[2] == patched
+    assert raw("PATCH", path, {"data": {"b": "2"}}, "application/merge-patch+json")[2] == patched
+    assert int(patched["metadata"]["resourceVersion"]) > int(first["metadata"]["resourceVersion"])
+
+
+def _label_and_cordon(raw: Raw) -> None:
     _, _, node = raw("GET", "/api/v1/nodes/gpu-01")
     code, _, labelled = raw("PATCH", "/api/v1/nodes/gpu-01", {"metadata": {"labels": {"tier": "gold"}},
                                                               "spec": {"unschedulable": True}},
@@ -387,6 +406,13 @@ def _kubectl(bed: Testbed, *args: str, ok: bool = True, stdin: str | None = None
 
 @needs_kubectl
 def test_kubectl_label_annotate_cordon_and_patch(tb: Testbed) -> None:
+    try:
+        _kubectl_writes(tb)
+    finally:
+        _kubectl(tb, "uncordon", "gpu-01", ok=False)
+
+
+def _kubectl_writes(tb: Testbed) -> None:
     assert _kubectl(tb, "label", "node", "gpu-01", "rack=r1").stdout.strip() == "node/gpu-01 labeled"
     assert _kubectl(tb, "annotate", "node", "gpu-01", "owner=platform").stdout.strip() == "node/gpu-01 annotated"
     assert _kubectl(tb, "cordon", "gpu-01").stdout.strip() == "node/gpu-01 cordoned"

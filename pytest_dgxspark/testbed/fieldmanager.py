@@ -125,6 +125,9 @@ def record_update(old: dict[str, Any] | None, new: dict[str, Any], manager: str,
     before = leaves(old, subresource == "status") if old else {}
     after = leaves(new, subresource == "status")
     changed = {p for p, v in after.items() if before.get(p, object()) != v}
+    if old is not None and not changed and set(before) == set(after):  # a no-op: nothing to record, nothing to write
+        _write(new, _entries(old))
+        return
     entries = []
     mine: set[Path] = set()
     for entry in _entries(old or {}) if old else []:
@@ -170,9 +173,16 @@ def apply(live: dict[str, Any] | None, config: dict[str, Any], manager: str, ver
             continue
         owned = _owned(entry) - taken
         kept.append({**entry, "fieldsV1": to_fields_v1(owned, entry.get("operation") == "Update")})
+    if live is not None and set(applied) == previously and not taken and _content(result) == _content(live):
+        _write(result, entries)  # the same configuration applied again: a no-op keeps the entries and their times
+        return result
     kept.append(_entry(manager, "Apply", version, set(applied)))
     _write(result, kept)
     return result
+
+
+def _content(obj: dict[str, Any]) -> dict[str, Any]:
+    return {**obj, "metadata": {k: v for k, v in (obj.get("metadata") or {}).items() if k != "managedFields"}}
 
 
 def _drop(obj: dict[str, Any], path: Path) -> None:
