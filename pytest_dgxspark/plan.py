@@ -99,9 +99,14 @@ def _seconds(config: pytest.Config, name: str, default: int, problems: list[str]
 
 
 def _writable_report_dir(path: Path, problems: list[str]) -> None:
+    """The report dir (or, when it does not exist yet, its nearest existing parent) accepts a new file."""
+    probe = path
+    while not probe.exists() and probe.parent != probe:
+        probe = probe.parent
     try:
-        path.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=path, prefix=".dgxspark-write-test-"):
+        if not probe.is_dir():
+            raise NotADirectoryError(20, "Not a directory", str(probe))
+        with tempfile.NamedTemporaryFile(dir=probe, prefix=".dgxspark-write-test-"):
             pass
     except OSError as exc:
         problems.append(f"--report-dir {path}: cannot be written ({exc.strerror or exc}); "
