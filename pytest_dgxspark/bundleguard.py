@@ -17,7 +17,7 @@ from pytest_dgxspark.secretscan import Leak, scan_bundle, scrub_document
 try:  # the exit status of an INCOMPLETE run (README "Exit status"), owned by the closing module once it lands
     from pytest_dgxspark.closing import EXIT_INCOMPLETE
 except ImportError:  # pragma: no cover - before it lands
-    EXIT_INCOMPLETE = 6
+    EXIT_INCOMPLETE = 8  # pytest keeps 0-5, and 6 for --max-warnings since pytest 9
 
 session_key = pytest.StashKey[pytest.Session]()
 leaks_key = pytest.StashKey[list]()

@@ -6,6 +6,8 @@ import stat
 
 import pytest
 
+from pytest_dgxspark.bundleguard import EXIT_INCOMPLETE
+
 SITE_ARGS = ("--site", "sites/tirosh-home", "--report-dir", "out", "-p", "no:cacheprovider")
 PASSING = "@pytest.mark.rule('ADR-0002.host-driver')\ndef test_driver(evidence):\n    evidence.record('x', 1)\n"
 FULL_DISK = """
@@ -111,7 +113,7 @@ def test_a_secret_that_reaches_a_bundle_file_removes_it_and_makes_the_run_incomp
         doc["secret_leaks"][0]["source"])}]
     assert doc["secret_leaks"][0]["source"].endswith("ansible_become_password")
     assert any("reached stray.txt: the file was removed" in r for r in doc["verdict_reasons"])
-    assert result.ret == 6
+    assert result.ret == EXIT_INCOMPLETE
     assert not any(b"Become-Pass-Canary-1234" in p.read_bytes() for p in run.rglob("*") if p.is_file())
 
 

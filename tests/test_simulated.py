@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_dgxspark.bundleguard import EXIT_INCOMPLETE
 from tests.conftest import REPO
 
 # The exit status of INCOMPLETE is the closing module's (rootcause); until it lands, INCOMPLETE exits 0.
@@ -65,7 +66,7 @@ def test_report_html_and_junit_xml_carry_the_simulated_stamp_too(handover_agains
 @needs_exit_mapping
 def test_a_handover_run_against_a_testbed_exits_non_zero(handover_against_a_testbed):
     proc, _, _ = handover_against_a_testbed
-    assert proc.returncode == 6
+    assert proc.returncode == EXIT_INCOMPLETE
 
 
 @needs_exit_mapping
@@ -73,4 +74,4 @@ def test_testbed_with_handover_is_incomplete_with_its_own_exit_status(tmp_path):
     proc = _pytest(tmp_path / "reports", "--testbed", "healthy", "--dgxspark-handover", "-m", "host")
     doc = json.loads((tmp_path / "reports" / "latest" / "results.json").read_text())
     assert doc["verdict"] == "INCOMPLETE" and doc["run"]["simulated_by"][0] == "--testbed healthy"
-    assert proc.returncode == 6
+    assert proc.returncode == EXIT_INCOMPLETE
