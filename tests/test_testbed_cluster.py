@@ -199,6 +199,59 @@ def test_cuda_pod_is_scheduled_runs_and_succeeds_with_the_vectoradd_log(healthy:
     assert info.value.status == 409 and json.loads(info.value.body)["reason"] == "AlreadyExists"
 
 
+def _gpu_pod_with(image: str, name: str) -> dict:
+    pod = _cuda_pod(name)
+    pod["spec"]["containers"][0]["image"] = image
+    return pod
+
+
+def test_an_image_without_the_nodes_architecture_fails_with_exec_format_error(healthy: Testbed) -> None:
+    v1 = client.CoreV1Api(_api(healthy))
+    v1.create_namespace({"metadata": {"name": "cuda-arch"}})
+    v1.create_namespaced_pod("cuda-arch", _gpu_pod_with("nvcr.io/nvidia/k8s/cuda-sample:nbody", "nbody"))
+    pod = _wait(lambda: (p := v1.read_namespaced_pod("nbody", "cuda-arch")).status.phase in ("Succeeded", "Failed") and p)
+    term = pod.status.container_statuses[0].state.terminated
+    assert (pod.status.phase, term.reason, term.exit_code) == ("Failed", "Error", 255)
+    assert v1.read_namespaced_pod_log("nbody", "cuda-arch") == "exec /cuda-samples/nbody: exec format error\n"
+
+
+def test_an_unknown_tag_ends_in_image_pull_back_off_with_the_real_event(healthy: Testbed) -> None:
+    v1 = client.CoreV1Api(_api(healthy))
+    v1.create_namespace({"metadata": {"name": "cuda-typo"}})
+    image = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0-ubuntu22.4"
+    v1.create_namespaced_pod("cuda-typo", _gpu_pod_with(image, "typo"))
+    pod = _wait(lambda: (p := v1.read_namespaced_pod("typo", "cuda-typo")).status.container_statuses and
+                p.status.container_statuses[0].state.waiting and
+                p.status.container_statuses[0].state.waiting.reason == "ImagePullBackOff" and p)
+    assert pod.status.phase == "Pending"
+    assert pod.status.container_statuses[0].state.waiting.message == f'Back-off pulling image "{image}"'
+    events = [(e.type, e.reason, e.message) for e in v1.list_namespaced_event(
+        "cuda-typo", field_selector="involvedObject.name=typo").items]
+    assert ("Warning", "Failed", f'Failed to pull image "{image}": rpc error: code = NotFound desc = failed to pull and '
+            f'unpack image "{image}": failed to resolve reference "{image}": {image}: not found') in events
+    assert [r for _, r, _ in events] == ["Scheduled", "Pulling", "Failed", "Failed", "BackOff", "Failed"]
+    v1.delete_namespaced_pod("typo", "cuda-typo")  # a Pending pod keeps its GPU: free it for the next tests
+    _wait(lambda: not v1.list_namespaced_pod("cuda-typo").items)
+
+
+def test_only_nvidias_vectoradd_sample_prints_test_passed(healthy: Testbed) -> None:
+    v1 = client.CoreV1Api(_api(healthy))
+    v1.create_namespace({"metadata": {"name": "cuda-other"}})
+    v1.create_namespaced_pod("cuda-other", _gpu_pod_with("busybox:1.36", "other"))
+    pod = _wait(lambda: (p := v1.read_namespaced_pod("other", "cuda-other")).status.phase in ("Succeeded", "Failed") and p)
+    assert pod.status.phase == "Succeeded"
+    assert "Test PASSED" not in v1.read_namespaced_pod_log("other", "cuda-other")
+
+
+def test_a_bad_image_catalogue_entry_is_rejected_naming_the_key(tmp_path: Path) -> None:
+    (tmp_path / "scenario.yaml").write_text("description: x\nextends: healthy\ncluster:\n  images:\n"
+                                            "    my/cuda:1: {arch: [riscv64]}\n")
+    with pytest.raises(ScenarioError) as raised:
+        load(tmp_path)
+    assert str(raised.value) == (f"{tmp_path / 'scenario.yaml'}: cluster.images['my/cuda:1'].arch: ['riscv64'], "
+                                 "expected a list of amd64/arm64")
+
+
 def test_namespace_delete_removes_its_pods(healthy: Testbed) -> None:
     v1 = client.CoreV1Api(_api(healthy))
     v1.create_namespace({"metadata": {"name": "doomed"}})

@@ -7,6 +7,7 @@ import time
 import uuid
 from typing import Any
 
+from pytest_dgxspark.testbed import images as catalogue
 from pytest_dgxspark.testbed import logs as texts
 from pytest_dgxspark.testbed.podshape import conditions, running_status, terminated_status, ts, waiting_status
 from pytest_dgxspark.testbed.store import Store
@@ -43,6 +44,7 @@ class Kubelet:
     def __init__(self, store: Store, workload: dict[str, Any], logs: dict[str, str], step_s: float | None = None) -> None:
         self.store, self.workload, self.logs = store, workload or {}, logs
         self.step = float(step_s if step_s is not None else self.workload.get("step_s", 0.15))
+        self.images: dict[str, dict[str, Any]] = self.workload.get("images") or catalogue.catalogue(None, [])
         self._lock = threading.Lock()
 
     # --- scheduler -------------------------------------------------------------------------------------------
@@ -158,11 +160,18 @@ class Kubelet:
                             "containerStatuses": [waiting_status(c, "ContainerCreating") for c in mains]})
             self.event(pod, "Warning", "FailedCreatePodSandBox", failure["message"], "kubelet", node_name)
             return
-        for c in mains:
+        entries = [self.images.get(catalogue.normalize(c["image"])) for c in mains]
+        for c, entry in zip(mains, entries):
             self.event(pod, "Normal", "Pulling", f'Pulling image "{c["image"]}"', "kubelet", node_name)
+            if entry is None:
+                return self._pull_fails(pod, base, created, c, node_name)
             self.event(pod, "Normal", "Pulled", f'Successfully pulled image "{c["image"]}" in 812ms (812ms including waiting). '
                        "Image size: 35682418 bytes.", "kubelet", node_name)
         time.sleep(self.step)
+        arch = ((node.get("metadata") or {}).get("labels") or {}).get("kubernetes.io/arch", "")
+        foreign = next((e for e in entries if arch not in (e or {}).get("arch", [arch])), None)
+        if foreign is not None and not failure:  # the image has no variant for this node: its entrypoint cannot run
+            outcome, failure = "failed", {"exit_code": 255, "log": catalogue.exec_format_error(foreign)}
         if failure.get("waiting"):
             self._set(pod, {**base, "phase": "Pending", "conditions": self._conds(pod, created, False),
                             "containerStatuses": [waiting_status(c, failure["waiting"], failure["message"]) for c in mains]})
@@ -178,7 +187,7 @@ class Kubelet:
         if ready is None or outcome == "running":
             return
         time.sleep(float(self.workload.get("run_s", self.step * 2)))
-        log = failure.get("log") if failure else self.workload.get("log", texts.VECTORADD if gpu else "")
+        log = failure.get("log") if failure else self.workload.get("log", (entries[0] or {}).get("log", ""))
         for c in mains:
             self.logs[f"{key}/{c['name']}"] = log or ""
         exit_code = int(failure.get("exit_code", 1)) if failure else 0
@@ -197,6 +206,23 @@ class Kubelet:
                         "conditions": self._conds(pod, created, False), "containerStatuses": back_off})
         self.event(pod, "Warning", "BackOff", f"Back-off restarting failed container {mains[0]['name']} in pod "
                    f"{md['name']}_{md.get('namespace', 'default')}({md['uid']})", "kubelet", node_name)
+
+    def _pull_fails(self, pod: dict[str, Any], base: dict[str, Any], created: float, c: dict[str, Any], node_name: str) -> None:
+        """ErrImagePull, then ImagePullBackOff, with the events the kubelet writes for a reference not found."""
+        mains, error = pod["spec"]["containers"], catalogue.pull_error(c["image"])
+        time.sleep(self.step)
+        self._set(pod, {**base, "phase": "Pending", "conditions": self._conds(pod, created, False),
+                        "containerStatuses": [waiting_status(m, "ErrImagePull", error) if m is c else
+                                              waiting_status(m, "ContainerCreating") for m in mains]})
+        self.event(pod, "Warning", "Failed", f'Failed to pull image "{c["image"]}": {error}', "kubelet", node_name)
+        self.event(pod, "Warning", "Failed", "Error: ErrImagePull", "kubelet", node_name)
+        time.sleep(self.step)
+        back_off = f'Back-off pulling image "{c["image"]}"'
+        self._set(pod, {**base, "phase": "Pending", "conditions": self._conds(pod, created, False),
+                        "containerStatuses": [waiting_status(m, "ImagePullBackOff", back_off) if m is c else
+                                              waiting_status(m, "ContainerCreating") for m in mains]})
+        self.event(pod, "Normal", "BackOff", back_off, "kubelet", node_name)
+        self.event(pod, "Warning", "Failed", "Error: ImagePullBackOff", "kubelet", node_name)
 
     @staticmethod
     def _conds(pod: dict[str, Any], created: float, ready: bool, completed: bool = False) -> list[dict[str, Any]]:

@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from pytest_dgxspark.testbed import components, gpuoperator
+from pytest_dgxspark.testbed import components, gpuoperator, images
 from pytest_dgxspark.testbed.node import RKE2_VERSION, node
 from pytest_dgxspark.testbed.podshape import meta, status_for
 from pytest_dgxspark.testbed.world import Context, World, namespace
@@ -30,8 +30,10 @@ def build_workload(ctx: Context) -> World:
         gpuoperator.install(ctx, world, plan)
     for obj in list(cluster.get("objects") or []) + _object_files(ctx):
         world.add(complete(ctx, obj))
-    world.settings = {"workload": cluster.get("workload") or {}, "version": cluster.get("version", RKE2_VERSION),
-                      "node_ips": dict(ctx.node_ips)}
+    running = [c.get("image", "") for o in world.objects if o["kind"] == "Pod"
+               for c in (o.get("spec") or {}).get("containers", []) + (o.get("spec") or {}).get("initContainers", [])]
+    workload = {**(cluster.get("workload") or {}), "images": images.catalogue(cluster.get("images"), running)}
+    world.settings = {"workload": workload, "version": cluster.get("version", RKE2_VERSION), "node_ips": dict(ctx.node_ips)}
     return world
 
 

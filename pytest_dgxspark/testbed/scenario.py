@@ -21,6 +21,7 @@ KUBE_KEYS = frozenset({"ready", "ready_status", "ready_reason", "ready_message",
                        "memory", "cpu_vendor", "gpu_product", "gpu_machine", "driver_version", "cuda_version"})
 CLUSTER_KEYS = frozenset({"version", "unreachable", "faults", "cni", "kube_proxy", "cilium_values", "cilium_effective",
                           "gpu_operator", "workload", "objects", "images"})
+IMAGE_KEYS = frozenset({"arch", "entrypoint", "log"})
 OPERATOR_KEYS = frozenset({"installed", "helmchart", "helm_job", "runtimeclass_nvidia", "components"})
 # keys of earlier releases whose facts are now derived (docs/scenarios.md "GPU Operator start-up")
 DERIVED = {"gpus": "nvidia.com/gpu comes from the device plugin and the host's gpus (gpus_lost: true drops it)",
@@ -165,6 +166,26 @@ def _read(path: Path) -> dict[str, Any]:
     return raw
 
 
+def _image_problems(found: Any) -> list[str]:
+    """`cluster.images`: image reference -> {arch: [amd64|arm64...], entrypoint, log}, or null to remove one."""
+    if found is None:
+        return []
+    if not isinstance(found, dict):
+        return [f"cluster.images: must map image references to {{arch, entrypoint, log}}, got {type(found).__name__}"]
+    out = []
+    for ref, entry in found.items():
+        if entry is None:
+            continue
+        if not isinstance(entry, dict):
+            out.append(f"cluster.images[{ref!r}]: must be a mapping {{arch, entrypoint, log}} or null")
+            continue
+        out += _unknown(f"cluster.images[{ref!r}]", entry, IMAGE_KEYS)
+        arch = entry.get("arch", ["amd64", "arm64"])
+        if not isinstance(arch, list) or not arch or not set(arch) <= {"amd64", "arm64"}:
+            out.append(f"cluster.images[{ref!r}].arch: {arch!r}, expected a list of amd64/arm64")
+    return out
+
+
 def _unknown(where: str, mapping: dict[str, Any], known: frozenset[str]) -> list[str]:
     out = []
     for key in sorted(set(mapping) - known):
@@ -190,6 +211,7 @@ def _validate(path: Path, data: dict[str, Any], own: dict[str, Any]) -> None:
     cluster = data.get("cluster") or {}
     problems += _unknown("cluster", cluster, CLUSTER_KEYS)
     problems += _unknown("cluster.gpu_operator", cluster.get("gpu_operator") or {}, OPERATOR_KEYS)
+    problems += _image_problems(cluster.get("images"))
     for section in ("cluster", "management"):
         try:
             Faults((data.get(section) or {}).get("faults"), f"{section}.faults")
