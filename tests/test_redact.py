@@ -103,3 +103,11 @@ def test_the_password_of_url_userinfo_and_join_tokens_is_scanned_for_on_its_own(
     redact_text("token: K10abcdef0123456789abcdef::server:0c4a6f2ed5a1", "config", remember=True)
     assert set(redaction.LOG.secrets()) == {"chartuser:Chart-Pass-4417", "Chart-Pass-4417",
                                             "K10abcdef0123456789abcdef::server:0c4a6f2ed5a1", "0c4a6f2ed5a1"}
+
+
+def test_a_kubeconfig_ca_is_public_and_kept_while_its_client_key_and_token_go():
+    text = "    certificate-authority-data: LS0tQ0EtcHVibGljLWNlcnQ=\n    token: abcdef.0123456789abcdef\n"
+    assert redact_text(text, "kubeconfig", remember=True) == (
+        "    certificate-authority-data: LS0tQ0EtcHVibGljLWNlcnQ=\n    token: <redacted>\n")
+    redact({"users": [{"user": {"client-key-data": "LS0tcHJpdmF0ZS1rZXk="}}]}, "kubeconfig")
+    assert set(redaction.LOG.secrets()) == {"abcdef.0123456789abcdef", "LS0tcHJpdmF0ZS1rZXk="}
