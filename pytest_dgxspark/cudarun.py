@@ -105,11 +105,18 @@ class CudaRun:
         except ApiException as error:
             if error.status != 409:  # 409: an earlier attempt whose answer was lost created it (the name is ours)
                 raise
-        self._create_lease()
-        self._renewer = threading.Thread(target=self._renew_loop, name=f"lease-{self.name}", daemon=True)
-        self._renewer.start()
-        self.sweep()
-        self.wait_for_other_runs()
+        if self._create_lease():
+            self._renewer = threading.Thread(target=self._renew_loop, name=f"lease-{self.name}", daemon=True)
+            self._renewer.start()
+        try:
+            self.sweep()
+            self.wait_for_other_runs()
+        except ApiException as error:
+            if error.status != 403:
+                raise
+            # a user that may run the sample but not list namespaces or read Leases: said, not judged
+            self.leftovers.append(Leftover("(all)", "", "", f"not checked: HTTP 403 {error.reason} listing "
+                                           "namespaces or reading Leases; concurrent runs are not detected"))
 
     def _lease_body(self, now: float) -> dict[str, Any]:
         return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
@@ -117,13 +124,19 @@ class CudaRun:
                 "spec": {"holderIdentity": self.run_id, "leaseDurationSeconds": LEASE_DURATION_S,
                          "acquireTime": _micro(now), "renewTime": _micro(now)}}
 
-    def _create_lease(self) -> None:
+    def _create_lease(self) -> bool:
+        """The run's Lease; False when the user may not create one (other runs then go by the namespace's age)."""
         try:
             self.cluster.call(self.coordination.create_namespaced_lease, self.name, self._lease_body(time.time()),
                               _request_timeout=REQUEST_TIMEOUT)
         except ApiException as error:
+            if error.status == 403:
+                self.leftovers.append(Leftover(self.name, self.run_id, "", f"this run's: no Lease (HTTP 403 "
+                                               f"{error.reason}); other runs remove it only after the CUDA timeout"))
+                return False
             if error.status != 409:
                 raise
+        return True
 
     def _renew_loop(self) -> None:
         while not self._stop.wait(RENEW_EVERY_S):

@@ -201,3 +201,20 @@ def test_when_the_api_dies_after_the_pod_is_created_the_run_is_incomplete_and_na
     assert len(leftovers) == 1 and leftovers[0]["namespace"].startswith("dgxspark-cuda-")
     assert leftovers[0]["state"].startswith("this run's: not deleted (") and leftovers[0]["state"].endswith(
         "); the next run removes it once its Lease expires")
+
+
+def test_a_user_without_lease_or_namespace_list_rights_runs_the_sample_and_says_what_was_not_checked():
+    api = FakeApi()
+
+    def forbidden(*args, **kwargs):
+        raise ApiException(status=403, reason="Forbidden")
+
+    api.create_namespaced_lease = forbidden
+    api.list_namespace = forbidden
+    run = Run(_cluster(api), "r2", stale_after_s=300, wait_s=5)
+    run.create()
+    run.delete()
+    assert [left.state for left in run.leftovers] == [
+        "this run's: no Lease (HTTP 403 Forbidden); other runs remove it only after the CUDA timeout",
+        "not checked: HTTP 403 Forbidden listing namespaces or reading Leases; concurrent runs are not detected"]
+    assert api.calls == ["create ns dgxspark-cuda-r2", "delete ns dgxspark-cuda-r2"]
