@@ -361,7 +361,7 @@ def test_a_frozen_host_keeps_tcp_up_while_its_commands_hang(tmp_path: Path, keyp
 
 def test_the_suites_ssh_backend_gives_up_on_a_frozen_host_instead_of_hanging(tmp_path: Path, keypair: Path, slot: int) -> None:
     from pytest_dgxspark.site import HostSpec
-    from pytest_dgxspark.targets_conn.ssh import TIMEOUT_EXIT, HostTarget
+    from pytest_dgxspark.targets_conn.ssh import TIMEOUT_EXIT, HostTarget, HostUnreachable
 
     with running({"faults": {"freeze_after": 1}}, tmp_path, keypair, slot) as node:
         control = Path(tempfile.mkdtemp(prefix="dgxs-fz-"))
@@ -373,6 +373,9 @@ def test_the_suites_ssh_backend_gives_up_on_a_frozen_host_instead_of_hanging(tmp
         result = backend.run_ssh("hostname")
         assert result.rc == TIMEOUT_EXIT and "ssh session did not return in time" in result.stderr
         assert time.monotonic() - start < 15
+        with pytest.raises(HostUnreachable, match=r"gpu-01 \(.*\) unreachable over SSH: a command did not return within "
+                                                  r"2 s although the host's own timeout should have ended it"):
+            target.run("true")  # at once: a host that stopped answering is not waited for again
         target.close()
         shutil.rmtree(control, ignore_errors=True)
 

@@ -83,6 +83,10 @@ class _GuardedSshBackend(SshBackend):
             stdout, stderr = proc.communicate(timeout=self._local_limit)
         except subprocess.TimeoutExpired:
             stdout, stderr = _abandon(proc)
+            # the target's own `timeout` should have ended the command long before: the host itself does not answer
+            # (frozen, TCP up). Later commands fail at once instead of waiting this long each.
+            self._target.mark_unreachable(f"a command did not return within {self._local_limit} s although the "
+                                          "host's own timeout should have ended it: the host does not answer")
             return self.result(TIMEOUT_EXIT, cmd, stdout, stderr + b"\nssh session did not return in time")
         return self.result(proc.returncode, cmd, stdout, stderr)
 
