@@ -588,6 +588,30 @@ def test_kubectl_drain_evicts_all_but_daemonset_and_mirror_pods(tmp_path: Path) 
         bed.down()
 
 
+def test_helmchart_fields_are_validated_and_pruned_like_a_structural_crd(raw: Raw) -> None:
+    chart = {"apiVersion": "helm.cattle.io/v1", "kind": "HelmChart", "metadata": {"name": "typo", "namespace": "kube-system"},
+             "spec": {"chart": "gpu-operator", "version": "v26.3.2", "valuesContents": "driver: {enabled: false}"}}
+    code, _, body = raw("POST", "/apis/helm.cattle.io/v1/namespaces/kube-system/helmcharts?fieldValidation=Strict", chart)
+    assert code == 400 and body["message"] == ('HelmChart in version "v1" cannot be handled as a HelmChart: strict decoding '
+                                               'error: unknown field "spec.valuesContents"')
+    code, _, made = raw("POST", "/apis/helm.cattle.io/v1/namespaces/kube-system/helmcharts", chart)
+    assert code == 201 and made["spec"] == {"chart": "gpu-operator", "version": "v26.3.2"}  # pruned, as the real server does
+    _, _, crd = raw("GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/helmcharts.helm.cattle.io")
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+    assert spec["valuesContent"] == {"type": "string"} and spec["failurePolicy"] == {"type": "string"}
+
+
+@needs_kubectl
+def test_kubectl_explain_and_delete_a_helmchart(tb: Testbed) -> None:
+    assert "FIELD: valuesContent <string>" in _kubectl(tb, "explain", "helmchart.spec.valuesContent").stdout
+    _kubectl(tb, "apply", "-f", "-", stdin="apiVersion: helm.cattle.io/v1\nkind: HelmChart\nmetadata:\n  name: gone\n"
+                                           "  namespace: kube-system\n  finalizers: [wrangler.cattle.io/on-helm-chart-remove]\n"
+                                           "spec:\n  chart: demo\n")
+    out = _kubectl(tb, "delete", "helmchart", "gone", "-n", "kube-system", "--timeout=10s").stdout  # waits for the finalizer
+    assert out.strip() == 'helmchart.helm.cattle.io "gone" deleted'
+    assert _kubectl(tb, "get", "helmchart", "gone", "-n", "kube-system", ok=False).returncode == 1
+
+
 # --- tables, logs, owners -------------------------------------------------------------------------------------
 
 

@@ -14,6 +14,9 @@ from pytest_dgxspark.testbed.resources import Resource
 from pytest_dgxspark.testbed.writes import dry_run, parse_body
 
 PROTECTED_NAMESPACES = ("default", "kube-system", "kube-public")
+# finalizers of controllers the testbed stands in for (helm-controller's `wrangler.cattle.io/on-helm-chart-remove`):
+# they are released after a moment, as the controller does once its cleanup ran; any other finalizer holds the object
+CONTROLLER_FINALIZERS = ("wrangler.cattle.io/",)
 # DELETE answers the object (registry ReturnDeletedObject) for these; a metav1.Status Success for the others
 RETURNS_DELETED = ("pods", "services")
 
@@ -68,7 +71,8 @@ def delete(h: Exchange, r: Resource, namespace: str | None, name: str, query: di
     if marked is None:
         raise not_found(r, name)
     reply_with(marked)
-    if r.plural in ("pods", "namespaces"):
+    finalizers = marked["metadata"].get("finalizers") or []
+    if r.plural in ("pods", "namespaces") or (finalizers and all(f.startswith(CONTROLLER_FINALIZERS) for f in finalizers)):
         delay = 0.0 if grace is not None and int(grace) == 0 else 0.2
         threading.Thread(target=_finish_delete, args=(h.server, r, namespace or "", name, delay), daemon=True).start()
 

@@ -8,6 +8,7 @@ structural schema (`x-kubernetes-preserve-unknown-fields`). Paths carry `x-kuber
 
 from __future__ import annotations
 
+import copy
 import datetime
 import functools
 import hashlib
@@ -16,7 +17,7 @@ import types
 import typing
 from typing import Any
 
-from pytest_dgxspark.testbed import patches, resources
+from pytest_dgxspark.testbed import crdschemas, patches, resources
 from pytest_dgxspark.testbed.resources import Resource
 
 META = "io.k8s.apimachinery.pkg.apis.meta.v1"
@@ -143,9 +144,10 @@ def _schemas() -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
             name = b.name_of(getattr(b.models, model), PACKAGES.get(r.group, PACKAGES[""]))
         else:
             name = f"{'.'.join(reversed(r.group.split('.')))}.{r.version}.{r.kind}"
-            b.schemas[name] = {"type": "object", "x-kubernetes-preserve-unknown-fields": True, "properties": {
-                "apiVersion": {"type": "string"}, "kind": {"type": "string"},
-                "metadata": {"allOf": [{"$ref": f"#/components/schemas/{META}.ObjectMeta"}]}}}
+            published = copy.deepcopy(crdschemas.schema(r.plural))
+            published.setdefault("properties", {}).update({"apiVersion": {"type": "string"}, "kind": {"type": "string"},
+                                                           "metadata": {"allOf": [{"$ref": f"#/components/schemas/{META}.ObjectMeta"}]}})
+            b.schemas[name] = published
         b.schemas[name]["x-kubernetes-group-version-kind"] = [_gvk(r)]
         kinds[r.plural] = name
     b.name_of(b.models.V1Status, PACKAGES[""])

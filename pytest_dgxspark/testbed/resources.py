@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_dgxspark.testbed import crdschemas
 from pytest_dgxspark.testbed.printing import pod_status_text  # noqa: F401 - kubectl's pod STATUS, used by tests
 
 READ = ("get", "list", "watch")
@@ -131,8 +132,9 @@ def crd(r: Resource) -> dict[str, Any]:
             "spec": {"group": r.group, "names": {"kind": r.kind, "listKind": f"{r.kind}List", "plural": r.plural,
                                                  "singular": r.singular, **({"shortNames": list(r.short)} if r.short else {})},
                      "scope": "Namespaced" if r.namespaced else "Cluster",
-                     "versions": [{"name": r.version, "served": True, "storage": True, "schema": {"openAPIV3Schema": {
-                         "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]},
+                     "versions": [{"name": r.version, "served": True, "storage": True,
+                                   "schema": {"openAPIV3Schema": crdschemas.schema(r.plural)},
+                                   **({"subresources": {"status": {}}} if r.plural in WITH_STATUS else {})}]},
             "status": {"acceptedNames": {"kind": r.kind, "plural": r.plural},
                        "conditions": [{"type": "Established", "status": "True", "reason": "InitialNamesAccepted"}],
                        "storedVersions": [r.version]}}

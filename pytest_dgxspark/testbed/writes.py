@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from pytest_dgxspark.testbed import bootstrap, fieldmanager, openapi, patches, protobuf, resources
+from pytest_dgxspark.testbed import bootstrap, crdschemas, fieldmanager, openapi, patches, protobuf, resources
 from pytest_dgxspark.testbed.podshape import SUFFIX_ALPHABET, ts
 from pytest_dgxspark.testbed.reply import ApiError, Exchange, bad_request, conflict, details, invalid, not_found, qualified
 from pytest_dgxspark.testbed.resources import Resource
@@ -83,6 +83,8 @@ def _check_type(r: Resource, obj: dict[str, Any]) -> None:
 
 def _normalize(r: Resource, obj: dict[str, Any]) -> None:
     obj.update({"apiVersion": r.group_version, "kind": r.kind})
+    if not r.builtin:  # a structural schema's undeclared fields are pruned (fieldValidation=Strict refused them before)
+        crdschemas.prune(r.plural, obj)
     if r.plural == "secrets" and obj.get("stringData"):
         data = obj.setdefault("data", {}) or {}
         for key, value in obj.pop("stringData").items():
