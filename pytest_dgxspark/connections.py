@@ -27,12 +27,17 @@ __all__ = [
 ]
 
 
+_MAX_CONTROL_BASE = 60
+
+
 class Connections:
     """Everything one run connects to, built lazily from Targets, closed at session end."""
 
     def __init__(self, targets: Any) -> None:
         self.targets = targets
-        self._control_dir = tempfile.mkdtemp(prefix="dgxs-ssh-")
+        # a ControlPath must fit a unix socket name (108 bytes with ssh's random suffix): fall back to /tmp
+        base = tempfile.gettempdir()
+        self._control_dir = tempfile.mkdtemp(prefix="dgxs-ssh-", dir=base if len(base) <= _MAX_CONTROL_BASE else "/tmp")
         self.hosts: dict[str, HostTarget] = {
             spec.name: HostTarget(spec, self._control_dir, i) for i, spec in enumerate(targets.hosts)
         }

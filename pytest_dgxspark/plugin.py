@@ -1,16 +1,22 @@
 """pytest hooks of pytest-dgxspark: options, markers, the coverage gate, layered execution and results.json."""
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from pytest_dgxspark import hookspecs, identity, runfixtures
+from pytest_dgxspark import closing, hookspecs, identity, runfixtures
+from pytest_dgxspark.fold import blocking_rules, fold
+from pytest_dgxspark.outcome import (
+    BLOCKED_PREFIX, NotApplicable, blocked_by_key, not_applicable_key, target_fault_key,
+)
 from pytest_dgxspark.plan import listing_rules, plan_key, resolve
-from pytest_dgxspark.outcome import BLOCKED_PREFIX, blocking_rules, fold
 from pytest_dgxspark.results import ResultsNotWritten, build_results, results_key, run_info, write_results
 from pytest_dgxspark.rules import LAYERS, CatalogError, load_catalog
 from pytest_dgxspark.runstate import (
-    RunState, coverage_problems, is_active, exception_is_target_error, item_rule, load_run, record_from_reports, state_key,
+    RunState, coverage_problems, is_active, item_rule, load_run, record_from_reports, state_key, transport_fault,
 )
+from pytest_dgxspark.scope import scope_of
 from pytest_dgxspark.targets import targets_key
 
 catalog_key = pytest.StashKey["object"]()
@@ -72,6 +78,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if is_active(config) and hasattr(config.option, "timeout") and config.option.timeout is None \
             and not config.getini("timeout"):
         config.option.timeout = DEFAULT_TEST_TIMEOUT_S
+    if is_active(config) and config.option.tbstyle == "auto" and config.option.verbose <= 0:
+        config.option.tbstyle = "short"  # an engineer reads the check's words; -v or --tb gives the long form
     if is_active(config) and not listing_rules(config):
         # Only files are read here (site, scenario, governance): host parametrization needs the host names.
         plan = resolve(config, config.stash[catalog_key])
@@ -99,6 +107,14 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
             item.add_marker("gpu")
         item.add_marker(pytest.mark.order(order[rule.id] + 1))
     items.sort(key=lambda i: order.get(item_rule(i) or "", len(order)))
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    """Remember what -m/-k left out: those rules are `not-selected`, not `untested`."""
+    if items:
+        state = items[0].config.stash.get(state_key, None)
+        if state is not None:
+            state.deselected.extend(items)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -129,10 +145,18 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
 def pytest_runtest_setup(item: pytest.Item) -> None:
     state = item.config.stash.get(state_key, None)
     rule = item_rule(item)
-    if state is None or rule is None or state.plan.no_block:
+    if state is None or rule is None:
+        return
+    # Applicability is decided from the site before blocking: a rule that does not apply is never `blocked`.
+    reason = state.catalog.rules[rule].not_applicable_reason(state.site)
+    if reason:
+        item.stash[not_applicable_key] = reason
+        raise NotApplicable(reason)
+    if state.plan.no_block:
         return
     blockers = blocking_rules(state.catalog, rule, state.statuses())
     if blockers:
+        item.stash[blocked_by_key] = blockers
         pytest.skip(BLOCKED_PREFIX + ", ".join(blockers))
 
 
@@ -142,16 +166,22 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     state = item.config.stash.get(state_key, None)
     if state is None or item_rule(item) is None:
         return report
-    if report.failed and exception_is_target_error(call.excinfo):
-        report.dgxspark_target_error = True
-        report.dgxspark_message = str(call.excinfo.value)
-        report.dgxspark_target = getattr(call.excinfo.value, "target", None)
-    elif report.failed and report.when == "setup" and call.excinfo is not None \
-            and call.excinfo.errisinstance(pytest.fail.Exception) and "from pytest-timeout" not in str(call.excinfo.value):
+    excinfo = call.excinfo
+    if report.skipped and excinfo is not None and isinstance(excinfo.value, NotApplicable):
+        item.stash[not_applicable_key] = excinfo.value.reason
+    fault = transport_fault(item, excinfo.value, state.targets.context) if report.failed and excinfo else None
+    if fault is not None:
+        item.stash[target_fault_key] = fault
+        # not a check's failure: the fault in the check's words and its fix, no traceback through transports
+        report.longrepr = f"{fault.message}\nfix: {fault.fix}" if fault.fix else fault.message
+    elif report.failed and report.when == "setup" and excinfo is not None \
+            and excinfo.errisinstance(pytest.fail.Exception) and "from pytest-timeout" not in str(excinfo.value):
         report.dgxspark_judged = True  # a fixture's own pytest.fail is a judgement (e.g. no Node for the host)
-    elif report.failed and call.excinfo is not None and "from pytest-timeout" in str(call.excinfo.value):
-        report.dgxspark_target_error = True
-        report.dgxspark_message = f"the check hung: {call.excinfo.value} (the target did not answer)"
+    elif report.failed and excinfo is not None and "from pytest-timeout" in str(excinfo.value):
+        from pytest_dgxspark.outcome import TargetFault
+
+        item.stash[target_fault_key] = TargetFault(None, f"the check hung: {excinfo.value} (the target did not answer)")
+    report.dgxspark_status = _status_of(item, report, state)
     if report.failed:
         _redact_longrepr(report)
     phases = state.phases.setdefault(item.nodeid, {})
@@ -164,6 +194,29 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         if items:
             state.evidence[item.nodeid] = items
     return report
+
+
+def _status_of(item: pytest.Item, report: pytest.TestReport, state: RunState) -> str | None:
+    """The dgxspark status this phase's report shows (read by pytest_report_teststatus), from the item's stash."""
+    if report.skipped and blocked_by_key in item.stash:
+        return "blocked"
+    if report.skipped and not_applicable_key in item.stash:
+        return "not-applicable"
+    if report.passed and report.when == "call" and state.catalog.rules[item_rule(item)].kind == "informational":
+        return "recorded"
+    return None
+
+
+# category, letter, word: the terminal, its summary line and -r read the same fact as results.json
+_TESTSTATUS = {
+    "blocked": ("blocked", "B", "BLOCKED"),
+    "not-applicable": ("not-applicable", "N", "N/A"),
+    "recorded": ("recorded", "R", "RECORDED"),
+}
+
+
+def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -> tuple[str, str, str] | None:
+    return _TESTSTATUS.get(getattr(report, "dgxspark_status", None) or "")
 
 
 def _redact_longrepr(report: pytest.TestReport) -> None:
@@ -182,7 +235,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int):
     state: RunState | None = config.stash.get(state_key, None)
     if state is None or config.option.collectonly or not state.items:
         return (yield)
-    _finish(config, session, state)  # results.json first, once the verdict is known; junit.xml and report.html after
+    results, written = _finish(config, session, state)  # results.json first; junit.xml and report.html after
     from pytest_dgxspark.bundleguard import reports_not_written, scan_written
 
     try:
@@ -190,10 +243,18 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int):
     except OSError as exc:  # junit.xml or report.html on a full disk: say so and what was kept, never a traceback
         result = reports_not_written(config, exc)
     scan_written(config)
+    # The terminal reporter's summary ran inside this (outermost) wrapper: the closing block comes after it.
+    tw = config.get_terminal_writer()
+    closing.write_block(tw, results, run_info(config).dir if written is not None else None)
+    if written is not None:
+        for problem in written.problems:
+            tw.line(f"dgxspark: BUNDLE INCOMPLETE ON DISK: {problem}", red=True, bold=True)
+    verdict = results["verdict"] if written is not None else "INCOMPLETE"  # no bundle, no acceptance
+    session.exitstatus = closing.exit_status(verdict, session.exitstatus)
     return result
 
 
-def _finish(config: pytest.Config, session: pytest.Session, state: RunState) -> None:
+def _finish(config: pytest.Config, session: pytest.Session, state: RunState) -> tuple[dict, Any]:
     from pytest_dgxspark.outcome import TestRecord
 
     done = {r.nodeid for r in state.records}
@@ -203,11 +264,14 @@ def _finish(config: pytest.Config, session: pytest.Session, state: RunState) -> 
             state.records.append(TestRecord(item.nodeid, item_rule(item) or "", "error", 0.0, f"not run: {why}"))
     tgt = state.targets
     simulated_by = identity.simulation_signs(config, tgt)  # SIMULATED comes from the target, whatever options said
+    scope = scope_of(state.catalog, [item_rule(i) for i in state.items], [item_rule(i) for i in state.deselected],
+                     config.getoption("markexpr") or "", config.getoption("keyword") or "")
     folded = fold(
         state.catalog, state.records, waivers=state.waivers,
         handover=state.plan.handover, simulated=bool(simulated_by),
         unattested_manual=[m.id for m in state.manual_checks if not m.attested],
-        management_context=tgt.management_context,
+        management_context=tgt.management_context, prerequisites=tgt.prerequisites(),
+        not_applicable=state.not_applicable_rules(), scope=scope,
     )
     info = run_info(config)
     results = build_results(
@@ -227,22 +291,15 @@ def _finish(config: pytest.Config, session: pytest.Session, state: RunState) -> 
     results["provenance"] = _provenance(config)
     config.hook.pytest_dgxspark_results(config=config, results=results)
     config.stash[results_key] = results
-    tw = config.get_terminal_writer()
-    tw.line()
     try:
         written = write_results(info, results, folded.records, state.evidence)
     except ResultsNotWritten as exc:
         written = None
         del config.stash[results_key]
+        tw = config.get_terminal_writer()
+        tw.line()
         tw.line(f"dgxspark: BUNDLE NOT WRITTEN: {exc}", red=True, bold=True)
-    colour = {"ACCEPTED": {"green": True}, "REJECTED": {"red": True}}.get(results["verdict"], {"yellow": True})
-    stamp = " (SIMULATED)" if simulated_by else ""
-    tw.line(f"dgxspark: {results['verdict']}{stamp}; root causes: {', '.join(results['root_causes']) or 'none'}; "
-            f"lowest broken layer: {results['lowest_broken_layer'] or 'none'}", bold=True, **colour)
-    if written is not None:
-        tw.line(f"dgxspark: results {written.path}")
-        for problem in written.problems:
-            tw.line(f"dgxspark: BUNDLE INCOMPLETE ON DISK: {problem}", red=True, bold=True)
+    return results, written
 
 
 def _provenance(config: pytest.Config) -> dict:

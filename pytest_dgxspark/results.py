@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from pytest_dgxspark.outcome import Fold, TestRecord
+from pytest_dgxspark.fold import Fold
+from pytest_dgxspark.outcome import TestRecord
 from pytest_dgxspark.rules import LAYERS, Catalog
 
 SCHEMA = "pytest-dgxspark/results/v1"
@@ -68,6 +69,8 @@ def build_results(
             "duration": round(rec.duration, 3),
             "message": rec.message,
             "blocked_by": list(rec.blocked_by),
+            "target": rec.target,
+            "cause": rec.fault.cause if rec.fault else None,
             "evidence": evidence_name(index, rec.nodeid) if rec.nodeid in evidence else None,
         })
     rules = []
@@ -77,6 +80,7 @@ def build_results(
             "id": rule.id, "adr": rule.adr, "section": rule.section, "statement_ko": rule.statement_ko,
             "title": rule.title, "layer": rule.layer, "kind": rule.kind, "severity": rule.severity,
             "gpu": rule.gpu, "depends_on": list(rule.depends_on), "remediation": rule.remediation,
+            "remediation_ko": rule.remediation_ko, "applies_when": list(rule.applies_when),
             "status": fold.statuses[rule.id], "blocked_by": list(fold.blocked_by.get(rule.id, ())),
             "waiver": None if waiver is None else {
                 "rule": waiver.rule, "reason": waiver.reason, "approver": waiver.approver, "role": waiver.role,
@@ -104,6 +108,8 @@ def build_results(
         "verdict": fold.verdict,
         "verdict_reasons": list(fold.reasons),
         "root_causes": list(fold.root_causes),
+        "root_cause_details": [d.as_dict() for d in fold.details],
+        "scope": fold.scope.as_dict() if fold.scope is not None else None,
         "lowest_broken_layer": fold.lowest_broken_layer,
         "layers": [
             {"name": layer, "status": fold.layers[layer],

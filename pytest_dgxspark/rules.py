@@ -5,6 +5,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
+from typing import Any
 
 from pytest_dgxspark.yamlload import load_yaml
 
@@ -22,9 +23,15 @@ SEVERITIES = ("critical", "major", "minor", "info")
 
 _REQUIRED_KEYS = (
     "id", "adr", "section", "statement_ko", "title", "layer",
-    "severity", "kind", "depends_on", "remediation",
+    "severity", "kind", "depends_on", "remediation", "remediation_ko",
 )
-_OPTIONAL_KEYS = ("gpu",)
+_OPTIONAL_KEYS = ("gpu", "applies_when")
+# When a conditional rule applies, decided from the site at configure time (kube-bench's `type: skip`):
+# condition -> (what the site must say, where it says it).
+APPLIES_WHEN = {
+    "airgap": "the site is air-gapped (rke2/vars.yml airgap: true or a mirror_registry)",
+    "management_cluster": "the site names an Argo CD management cluster (rke2/vars.yml argocd_context)",
+}
 
 
 class CatalogError(Exception):
@@ -45,6 +52,15 @@ class Rule:
     remediation: str
     gpu: bool
     source: str
+    remediation_ko: str = ""
+    applies_when: tuple[str, ...] = ()  # conditions of APPLIES_WHEN, all of which must hold
+
+    def not_applicable_reason(self, site: Any) -> str | None:
+        """Why this rule does not apply to `site`, or None when it applies (required rules always apply)."""
+        for condition in self.applies_when:
+            if not _holds(condition, site):
+                return f"{self.id} applies only when {APPLIES_WHEN[condition]}; {site.root}/rke2/vars.yml says otherwise"
+        return None
 
     @property
     def marker(self) -> str:
@@ -85,6 +101,30 @@ class Catalog:
         return seen
 
 
+def _holds(condition: str, site: Any) -> bool:
+    if condition == "airgap":
+        return bool(site.airgap or site.mirror_registry)
+    if condition == "management_cluster":
+        return bool(site.management_context)
+    raise KeyError(condition)
+
+
+def _applies_when_problems(entry: dict, where: str) -> list[str]:
+    value = entry.get("applies_when")
+    if value is None:
+        if entry.get("kind") == "conditional":
+            return [f"{where}: a conditional rule needs applies_when (one of {', '.join(APPLIES_WHEN)}: true)"]
+        return []
+    if entry.get("kind") != "conditional":
+        return [f"{where}: applies_when is only for conditional rules; a {entry.get('kind')} rule always applies"]
+    if not isinstance(value, dict) or not value:
+        return [f"{where}: applies_when must be a mapping of conditions to true, e.g. {{airgap: true}}"]
+    problems = [f"{where}: applies_when: unknown condition {k!r}, expected one of {', '.join(APPLIES_WHEN)}"
+                for k in value if k not in APPLIES_WHEN]
+    problems += [f"{where}: applies_when: {k} must be true" for k, v in value.items() if k in APPLIES_WHEN and v is not True]
+    return problems
+
+
 def _entry_problems(entry: object, where: str) -> list[str]:
     if not isinstance(entry, dict):
         return [f"{where}: expected a mapping with keys {', '.join(_REQUIRED_KEYS)}, got {type(entry).__name__}"]
@@ -102,7 +142,8 @@ def _entry_problems(entry: object, where: str) -> list[str]:
         isinstance(entry["depends_on"], list) and all(isinstance(d, str) for d in entry["depends_on"])
     ):
         problems.append(f"{where}: depends_on must be a list of rule ids")
-    for key in ("id", "adr", "section", "statement_ko", "title", "remediation"):
+    problems.extend(_applies_when_problems(entry, where))
+    for key in ("id", "adr", "section", "statement_ko", "title", "remediation", "remediation_ko"):
         if key in entry and not (isinstance(entry[key], str) and entry[key].strip()):
             problems.append(f"{where}: {key} must be a non-empty string")
     if "gpu" in entry and not isinstance(entry["gpu"], bool):
@@ -140,6 +181,7 @@ def load_catalog(paths: Iterable[Path] | None = None) -> Catalog:
                 layer=entry["layer"], severity=entry["severity"], kind=entry["kind"],
                 depends_on=tuple(entry["depends_on"]), remediation=entry["remediation"].strip(),
                 gpu=entry.get("gpu", entry["layer"] in GPU_LAYERS), source=str(path),
+                remediation_ko=entry["remediation_ko"].strip(), applies_when=tuple(entry.get("applies_when") or ()),
             )
     for rule in rules.values():
         for dep in rule.depends_on:

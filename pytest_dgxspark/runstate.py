@@ -9,7 +9,7 @@ import pytest
 
 from pytest_dgxspark.governance import ManualCheck
 from pytest_dgxspark.outcome import (
-    BLOCKED_PREFIX, NOT_APPLICABLE_PREFIX, TargetError, TestRecord, Waiver, rule_status,
+    TargetError, TargetFault, TestRecord, Waiver, blocked_by_key, not_applicable_key, rule_status, target_fault_key,
 )
 from pytest_dgxspark.plan import RunPlan, is_active  # noqa: F401 - is_active is imported from here too
 from pytest_dgxspark.rules import Catalog
@@ -31,6 +31,12 @@ class RunState:
     records: list[TestRecord] = field(default_factory=list)
     evidence: dict[str, list] = field(default_factory=dict)
     phases: dict[str, dict[str, Any]] = field(default_factory=dict)
+    deselected: list[pytest.Item] = field(default_factory=list)
+
+    def not_applicable_rules(self) -> dict[str, str]:
+        """Conditional rules whose applies_when the site does not meet, with the reason (decided before blocking)."""
+        reasons = {r.id: r.not_applicable_reason(self.site) for r in self.catalog.rules.values()}
+        return {rid: why for rid, why in reasons.items() if why}
 
     def statuses(self) -> dict[str, str]:
         outcomes: dict[str, list[str]] = {}
@@ -77,37 +83,40 @@ def load_run(plan: RunPlan, catalog: Catalog) -> RunState:
 
 
 def record_from_reports(item: pytest.Item, phases: dict[str, Any]) -> TestRecord:
-    """One test's outcome from its setup/call/teardown reports."""
+    """One test's outcome from its setup/call/teardown reports and the facts on its stash (never from skip texts)."""
     rule = item_rule(item) or ""
     duration = sum(r.duration for r in phases.values())
     setup, call, teardown = phases.get("setup"), phases.get("call"), phases.get("teardown")
-    outcome, message, blocked, target = "passed", "", (), None
+    outcome, message, blocked, fault = "passed", "", (), None
     for report in (setup, call):
         if report is None:
             continue
         if report.skipped:
-            reason = _skip_reason(report)
-            if reason.startswith(BLOCKED_PREFIX):
-                outcome, message = "blocked", reason
-                blocked = tuple(r.strip() for r in reason[len(BLOCKED_PREFIX):].split(","))
-            elif reason.startswith(NOT_APPLICABLE_PREFIX):
-                outcome, message = "not-applicable", reason[len(NOT_APPLICABLE_PREFIX):]
+            if blocked_by_key in item.stash:
+                blocked = item.stash[blocked_by_key]
+                outcome, message = "blocked", f"blocked by {', '.join(blocked)}"
+            elif not_applicable_key in item.stash:
+                outcome, message = "not-applicable", item.stash[not_applicable_key]
             else:
-                outcome, message = "skipped", reason
+                outcome, message = "skipped", _skip_reason(report)
             break
         if report.failed:
-            target = getattr(report, "dgxspark_target", None)
-            is_target = getattr(report, "dgxspark_target_error", False)
+            fault = item.stash.get(target_fault_key, None)
             judged = getattr(report, "dgxspark_judged", False)
-            outcome = "error" if (report.when == "setup" and not judged) or is_target else "failed"
-            message = _failure_message(report)
+            outcome = "error" if (report.when == "setup" and not judged) or fault is not None else "failed"
+            message = fault.message if fault is not None else _failure_message(report)
             break
     else:
         if call is None:
             outcome, message = "error", "the test did not run"
     if outcome == "passed" and teardown is not None and teardown.failed:
-        outcome, message = "error", "teardown: " + _failure_message(teardown)
-    return TestRecord(item.nodeid, rule, outcome, duration, message, blocked, target)
+        fault = item.stash.get(target_fault_key, None)
+        outcome = "error"
+        message = "teardown: " + (fault.message if fault is not None else _failure_message(teardown))
+    from pytest_dgxspark.evidence import redact_text
+
+    message = redact_text(message)
+    return TestRecord(item.nodeid, rule, outcome, duration, message, blocked, fault.target if fault else None, fault)
 
 
 def _skip_reason(report: pytest.TestReport) -> str:
@@ -119,16 +128,41 @@ def _skip_reason(report: pytest.TestReport) -> str:
 
 
 def _failure_message(report: pytest.TestReport) -> str:
-    """The failure's own words (assertion message), redacted: they reach results.json and the summary."""
-    from pytest_dgxspark.evidence import redact_text
-
+    """The failure's own words, never pytest's assertion introspection (`assert 127 == 0 + where ...`)."""
     message = getattr(report, "dgxspark_message", None)
     if not message:
         text = report.longreprtext or ""
-        lines = [ln for ln in text.splitlines() if ln.startswith("E ")]
-        message = "\n".join(ln[2:].strip() for ln in lines[:12]) or text[-2000:]
-    return redact_text(message)
+        lines = [ln[2:].rstrip() for ln in text.splitlines() if ln.startswith("E ")]
+        message = "\n".join(check_words(lines)[:12]) or text[-2000:]
+    return message
 
 
-def exception_is_target_error(excinfo: pytest.ExceptionInfo | None) -> bool:
-    return excinfo is not None and excinfo.errisinstance(TargetError)
+def check_words(lines: list[str]) -> list[str]:
+    """A failure's 'E' lines up to pytest's rewritten `assert ...` explanation (kept only when there is nothing else)."""
+    lines = [ln.strip() for ln in lines]
+    if lines and lines[0].startswith("AssertionError: "):
+        lines[0] = lines[0][len("AssertionError: "):]
+    for index, line in enumerate(lines):
+        if line.startswith("assert ") or line.startswith("+  where") or line.startswith("+ where"):
+            return lines[:index] or lines[index:index + 1]
+    return lines
+
+
+def transport_fault(item: pytest.Item, error: BaseException, context: str) -> TargetFault | None:
+    """The TargetFault of an exception that says the run could not reach or read a target, else None.
+
+    A TargetError says so itself; a raw client exception that escaped a check (a refused connection, a reset, a
+    5xx) is the site API's, never a finding.
+    """
+    if isinstance(error, TargetError):
+        return TargetFault.of(error)
+    from pytest_dgxspark.targets_conn.causes import api_cause, is_transport_error
+
+    if not is_transport_error(error):
+        return None
+    cause = api_cause(error)
+    status = getattr(error, "status", None)
+    observed = f"HTTP {status} {getattr(error, 'reason', '')}".strip() if status else f"{type(error).__name__}: {error}"
+    observed = observed if len(observed) <= 300 else observed[:297] + "..."
+    return TargetFault(f"api:{context}", f"Kubernetes API of context {context!r}: cannot read: {cause.meaning} "
+                                          f"({observed})", cause.kind, cause.fix, cause.fix_ko)

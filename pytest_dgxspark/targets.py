@@ -31,6 +31,13 @@ class Targets:
     def started(self) -> bool:
         return bool(self.hosts) or not self.simulated
 
+    def prerequisites(self) -> dict[str, tuple[tuple[str, str | None], ...]]:
+        """What reaching each target depends on: on a single-server site the API is that server's rke2-server."""
+        servers = [h.name for h in (self.hosts or self.site.hosts) if h.role == "server"]
+        if len(servers) == 1:
+            return {f"api:{self.context}": (("ADR-0001.rke2-service", servers[0]),)}
+        return {}
+
     def host(self, name: str) -> HostSpec:
         for spec in self.hosts:
             if spec.name == name:

@@ -34,6 +34,7 @@ GOOD = """\
   kind: required
   depends_on: []
   remediation: fix it
+  remediation_ko: 고친다
 """
 
 
@@ -89,8 +90,19 @@ def test_remediation_of_the_gpu_n_a_state_says_not_to_reinstall_rke2():
          "{f}: entry 1 (X.a): layer is 'firmware', expected one of site, host, rke2, runtime, network, "
          "gpu-operator, device-plugin, allocatable, workload, gitops"),
         (GOOD.replace("  remediation: fix it\n", ""), "{f}: entry 1 (X.a): missing key(s) remediation"),
+        (GOOD.replace("  remediation_ko: 고친다\n", ""), "{f}: entry 1 (X.a): missing key(s) remediation_ko"),
+        (GOOD.replace("  remediation_ko: 고친다\n", "  remediation_ko: ' '\n"),
+         "{f}: entry 1 (X.a): remediation_ko must be a non-empty string"),
+        (entry("X.a", extra="  applies_when: {airgap: true}\n"),
+         "{f}: entry 1 (X.a): applies_when is only for conditional rules; a required rule always applies"),
+        (GOOD.replace("kind: required", "kind: conditional"),
+         "{f}: entry 1 (X.a): a conditional rule needs applies_when (one of airgap, management_cluster: true)"),
+        (GOOD.replace("kind: required", "kind: conditional") + "  applies_when: {offline: true}\n",
+         "{f}: entry 1 (X.a): applies_when: unknown condition 'offline', expected one of airgap, management_cluster"),
     ],
-    ids=["unknown-key", "duplicate-id", "unknown-dependency", "cycle", "duplicate-yaml-key", "bad-layer", "missing-key"],
+    ids=["unknown-key", "duplicate-id", "unknown-dependency", "cycle", "duplicate-yaml-key", "bad-layer", "missing-key",
+         "missing-korean-remediation", "empty-korean-remediation", "applies-when-on-required",
+         "conditional-without-applies-when", "unknown-condition"],
 )
 def test_catalog_loading_errors_name_the_file_and_the_entry(tmp_path, text, message):
     path = tmp_path / "adr-0009.yaml"
@@ -98,3 +110,35 @@ def test_catalog_loading_errors_name_the_file_and_the_entry(tmp_path, text, mess
     with pytest.raises(CatalogError) as excinfo:
         load_catalog([path])
     assert message.format(f=path) in str(excinfo.value)
+
+
+def test_every_rule_has_a_korean_remediation_and_only_image_mirror_is_conditional_on_the_air_gap():
+    catalog = load_catalog()
+    for rule in catalog.rules.values():
+        assert any("\uac00" <= ch <= "\ud7a3" for ch in rule.remediation_ko), rule.id
+    assert {r.id: r.applies_when for r in catalog.rules.values() if r.applies_when} == {
+        "ADR-0002.image-mirror": ("airgap",)}
+    assert catalog.rules["ADR-0001.argocd-registered"].kind == "required"  # required: never not-applicable
+
+
+def test_a_rule_depends_only_on_rules_whose_failure_makes_its_evidence_unobtainable():
+    catalog = load_catalog()
+    # a committed credential (site-layout) says nothing about the manifest, the aliases or the GPU chain
+    assert "ADR-0001.site-layout" not in {a for r in catalog.rules.values() if r.id != "ADR-0001.site-layout"
+                                          for a in catalog.ancestors(r.id)}
+    # without RKE2 there is no effective config to compare; the toolkit waits on the host's NVML
+    assert catalog.rules["ADR-0001.rke2-config"].depends_on == ("ADR-0001.rke2-service",)
+    assert "ADR-0002.host-nvml" in catalog.rules["ADR-0002.gpu-injection"].depends_on
+
+
+def test_applicability_is_decided_from_the_site(site_copy):
+    from pytest_dgxspark.site import load_site
+
+    rule = load_catalog().rules["ADR-0002.image-mirror"]
+    site = load_site(site_copy)
+    assert rule.not_applicable_reason(site) == (
+        "ADR-0002.image-mirror applies only when the site is air-gapped (rke2/vars.yml airgap: true or a "
+        f"mirror_registry); {site_copy}/rke2/vars.yml says otherwise")
+    vars_ = site_copy / "rke2" / "vars.yml"
+    vars_.write_text(vars_.read_text().replace("airgap: false", "airgap: true\nmirror_registry: registry.site.local:5000"))
+    assert rule.not_applicable_reason(load_site(site_copy)) is None

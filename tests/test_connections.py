@@ -89,9 +89,12 @@ def test_hung_command_is_killed_on_the_target_after_its_timeout(sshd: dict[str, 
 
 def test_unreachable_host_is_a_target_error_naming_host_and_address(sshd: dict[str, Any], tmp_path: Path) -> None:
     target = _target(sshd, tmp_path, port=_free_port())
-    with pytest.raises(HostUnreachable, match=r"gpu-01 \(127\.0\.0\.1:\d+\) unreachable over SSH: .*refused") as info:
+    with pytest.raises(HostUnreachable, match=r"^gpu-01 \(127\.0\.0\.1:\d+\): cannot read the host over SSH: nothing "
+                       r"accepts SSH connections on that address and port \(ssh: connect to host 127\.0\.0\.1 port \d+: "
+                       r"Connection refused\)$") as info:
         target.connect()
     assert isinstance(info.value, TargetError)
+    assert info.value.cause.kind == "refused"
     assert info.value.target == "ssh:gpu-01"
     started = time.monotonic()
     with pytest.raises(HostUnreachable):
@@ -184,9 +187,11 @@ def test_unreachable_api_is_a_target_error(tmp_path: Path) -> None:
         "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
     }))
     cluster = Cluster(kubeconfig, "x")
-    with pytest.raises(ClusterUnreachable, match="Kubernetes API of context 'x' .* unreachable") as info:
+    with pytest.raises(ClusterUnreachable, match=r"^Kubernetes API of context 'x' \(http://127\.0\.0\.1:\d+\): cannot "
+                       r"read GET /version: nothing accepts connections on the API server address \(NewConnectionError") as info:
         cluster.connect()
     assert isinstance(info.value, TargetError)
+    assert info.value.cause.kind == "refused"
     assert info.value.target == "api:x"
 
 

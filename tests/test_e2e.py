@@ -128,18 +128,27 @@ def test_the_healthy_dgx_spark_passes_every_rule_but_the_air_gap_one(tmp_path):
     proc, doc = run_suite(tmp_path, "--testbed", "healthy")
     statuses = {r["id"]: r["status"] for r in doc["rules"]}
     assert statuses.pop("ADR-0002.image-mirror") == "not-applicable"
+    assert statuses.pop("ADR-0001.hardening-baseline") == "recorded"  # informational: recorded, never passed
     assert set(statuses.values()) == {"passed"}, proc.stdout[-3000:]
+    assert proc.returncode == 0
     assert doc["verdict"] == "ACCEPTED" and doc["root_causes"] == []
 
 
 def test_gpu_marker_reruns_exactly_the_gpu_chain(tmp_path):
     from pytest_dgxspark.rules import load_catalog
 
-    _, doc = run_suite(tmp_path, "--testbed", "healthy", "-m", "gpu")
+    proc, doc = run_suite(tmp_path, "--testbed", "healthy", "-m", "gpu")
     gpu_rules = {r.id for r in load_catalog().rules.values() if r.gpu}
     tested = {r["id"] for r in doc["rules"] if r["tests"]}
     assert tested == gpu_rules
-    assert doc["verdict"] == "INCOMPLETE"
+    # the deselected rules are not-selected, not untested: the selection is judged on its own scope
+    assert {r["id"] for r in doc["rules"] if r["status"] == "not-selected"} == {
+        r.id for r in load_catalog().rules.values() if not r.gpu}
+    assert doc["verdict"] == "ACCEPTED" and doc["scope"]["name"] == "GPU chain" and proc.returncode == 0
+    assert doc["scope"]["unverified_prerequisites"] == [
+        "ADR-0002.helmchart-manifest", "ADR-0001.rke2-service", "ADR-0001.node-ready",
+        "ADR-0001.runtime-rke2-containerd"]
+    assert "dgxspark: ACCEPTED, scope: GPU chain (SIMULATED)" in proc.stdout
 
 
 def test_a_terminated_run_tears_the_testbed_down_and_still_writes_its_report(tmp_path):

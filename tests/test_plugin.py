@@ -117,7 +117,17 @@ def test_every_required_rule_passed_is_accepted(pytester, suite):
     assert doc["verdict"] == "ACCEPTED"
     assert statuses(doc)["ADR-0002.image-mirror"] == "not-applicable"
     assert doc["root_causes"] == [] and doc["lowest_broken_layer"] is None
-    result.stdout.fnmatch_lines(["dgxspark: ACCEPTED; root causes: none; lowest broken layer: none"])
+    bundle = pytester.path / "out" / doc["run"]["id"]
+    start = result.outlines.index("dgxspark: ACCEPTED, scope: full")
+    assert result.outlines[start:start + 6] == [
+        "dgxspark: ACCEPTED, scope: full",
+        "  lowest broken layer: none",
+        "  root causes: none",
+        "  rules: 28 passed, 1 recorded, 1 not-applicable",
+        f"  bundle: {bundle}",
+        f"dgxspark bundle: {bundle} (summary.html, MANIFEST.sha256)",
+    ]
+    assert result.outlines[start - 2].startswith("===") and "passed" in result.outlines[start - 2]
 
 
 def test_an_untested_required_rule_keeps_the_verdict_incomplete(pytester, suite):
@@ -251,7 +261,7 @@ def test_an_interrupted_run_still_writes_results_with_error_outcomes(pytester, s
 def test_a_hung_check_ends_as_an_error_not_a_hung_run(pytester, suite):
     suite("host", "import time\n\n@pytest.mark.rule('ADR-0002.host-driver')\ndef test_driver():\n    time.sleep(30)\n")
     result = pytester.runpytest_subprocess(*SITE_ARGS, "--timeout", "1")
-    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert result.ret == 8  # INCOMPLETE
     driver = next(r for r in results(pytester)["rules"] if r["id"] == "ADR-0002.host-driver")
     assert driver["status"] == "error"
     assert driver["tests"][0]["message"].startswith("the check hung: Timeout (>1.0s) from pytest-timeout")

@@ -10,6 +10,8 @@ from pytest_dgxspark.report import facts
 from pytest_dgxspark.report.manifest import ManifestError, check_manifest
 
 BROKEN = frozenset({"failed", "error", "blocked"})
+# A rule a run did not judge (deselected by -m/-k, or without tests) has no status to compare.
+NOT_JUDGED = frozenset({"not-selected", "untested", None})
 
 
 class BaselineError(Exception):
@@ -100,16 +102,36 @@ def provenance_changes(before: Any, after: Any) -> list[dict[str, Any]]:
     return changes
 
 
+def other_cluster(before: Any, after: Any) -> dict[str, Any] | None:
+    """{from, to} when the baseline was taken on another cluster (kube-system namespace UID differs), else None."""
+    old = facts.scopes(before).get(facts.CLUSTER, {}).get("cluster_uid")
+    new = facts.scopes(after).get(facts.CLUSTER, {}).get("cluster_uid")
+    if old and new and old != new:
+        return {"key": "cluster_uid", "from": old, "to": new,
+                "message": f"the baseline is of another cluster (kube-system UID {old} -> {new}): "
+                           "its statuses and versions describe a different installation"}
+    return None
+
+
 def compute_drift(baseline: Baseline, current: dict[str, Any]) -> dict[str, Any]:
-    """The drift section of results.json: current against the baseline run."""
+    """The drift section of results.json: current against the baseline run, over the rules both runs judged."""
     before, after = _statuses(baseline.results), _statuses(current)
+    every = [*after, *(r for r in before if r not in after)]
+    judged = [r for r in every if before.get(r) not in NOT_JUDGED and after.get(r) not in NOT_JUDGED]
     changes = [
         {"rule": rule, "from": before.get(rule), "to": after.get(rule)}
-        for rule in [*after, *(r for r in before if r not in after)]
+        for rule in judged
         if before.get(rule) != after.get(rule)
     ]
     run = baseline.results.get("run", {})
+    provenance = provenance_changes(baseline.results.get("provenance"), current.get("provenance"))
+    elsewhere = other_cluster(baseline.results.get("provenance"), current.get("provenance"))
+    if elsewhere is not None:
+        provenance = [c for c in provenance if not (c["node"] is None and c["key"] == "cluster_uid")]
     return {
+        "other_cluster": elsewhere,
+        "compared_rules": judged,
+        "not_compared": [r for r in every if r not in judged],
         "baseline": {
             "path": str(baseline.path),
             "run_id": run.get("id"),
@@ -122,5 +144,5 @@ def compute_drift(baseline: Baseline, current: dict[str, Any]) -> dict[str, Any]
         "recovered": [c for c in changes if c["from"] in BROKEN and c["to"] == "passed"],
         "newly_waived": [c for c in changes if c["to"] == "waived"],
         "status_changes": changes,
-        "provenance": provenance_changes(baseline.results.get("provenance"), current.get("provenance")),
+        "provenance": provenance,
     }

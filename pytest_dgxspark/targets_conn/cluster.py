@@ -14,6 +14,7 @@ from kubernetes.client.exceptions import ApiException
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from pytest_dgxspark.outcome import TargetError
+from pytest_dgxspark.targets_conn.causes import API_CAUSES, api_cause, is_transport_error
 from pytest_dgxspark.parsing import node_internal_ips
 
 REQUEST_TIMEOUT = (10, 60)
@@ -85,6 +86,7 @@ class Cluster:
         self._cache: dict[tuple[str, str | None, str | None], list[dict[str, Any]]] = {}
         self._version: dict[str, Any] | None = None
         self._failure: str | None = None
+        self.cause: Any = None  # the Cause of the first failure that made the API unusable
         self.list_calls: dict[str, int] = {}
         self.management: Cluster | None = None  # the Argo CD management cluster, set by Connections
 
@@ -121,7 +123,7 @@ class Cluster:
             except (k8s_config.ConfigException, OSError, ValueError) as error:
                 raise ClusterUnreachable(
                     f"kubeconfig {self.kubeconfig or '~/.kube/config'}: cannot use context {self.context!r}: {error}",
-                    target=self.target_id,
+                    target=self.target_id, cause=API_CAUSES["kubeconfig"],
                 ) from None
             configuration.retries = 1
             self._api = k8s_client.ApiClient(configuration)
@@ -134,7 +136,25 @@ class Cluster:
 
     def _raise_if_failed(self) -> None:
         if self._failure is not None:
-            raise ClusterUnreachable(self._failure, target=self.target_id)
+            raise ClusterUnreachable(self._failure, target=self.target_id, cause=self.cause)
+
+    def unreachable(self, error: BaseException, what: str) -> ClusterUnreachable:
+        """The ClusterUnreachable for a failed request `what` (e.g. 'GET /api/v1/pods'); remembered unless 401/403.
+
+        After a refused, dropped or 5xx request every later one fails at once with the same words (no retry storm);
+        a credentials problem may be specific to one path, so it is not remembered.
+        """
+        cause = api_cause(error)
+        status = getattr(error, "status", None)
+        if isinstance(status, int) and status:
+            observed = f"HTTP {status} {getattr(error, 'reason', '') or ''}".strip()
+        else:
+            observed = f"{type(_innermost(error)).__name__}: {_innermost(error)}"
+        message = f"{self.where}: cannot read {what}: {cause.meaning} ({observed})"
+        if cause.kind != "credentials-rejected":
+            self._failure = self._failure or message
+            self.cause = self.cause or cause
+        return ClusterUnreachable(message, target=self.target_id, cause=cause)
 
     def get(self, path: str, query: list[tuple[str, Any]] | None = None) -> Any:
         """GET an API path as parsed JSON, retrying transient failures; ClusterUnreachable otherwise."""
@@ -158,35 +178,25 @@ class Cluster:
         except ApiException as error:
             if error.status == 404:
                 raise
-            if error.status in (401, 403):
-                raise ClusterUnreachable(
-                    f"{self.where} refused GET {path}: HTTP {error.status} {error.reason} "
-                    "(check the kubeconfig credentials of the context)",
-                    target=self.target_id,
-                ) from None
-            self._failure = f"{self.where} failed GET {path}: HTTP {error.status} {error.reason}"
-            raise ClusterUnreachable(self._failure, target=self.target_id) from None
+            raise self.unreachable(error, f"GET {path}") from None
         except (urllib3.exceptions.HTTPError, OSError) as error:
-            self._failure = f"{self.where} unreachable: {type(error).__name__}: {error}"
-            raise ClusterUnreachable(self._failure, target=self.target_id) from None
+            raise self.unreachable(error, f"GET {path}") from None
         raise AssertionError("unreachable")  # pragma: no cover
 
     def call(self, method: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """A direct client call (the CUDA sample's writes, logs, watches) with the same retries as `get`.
 
-        4xx answers propagate as ApiException (callers handle 404/409); a transport failure (refused, reset,
-        timed out) or a 5xx/429 left after the retries is this target's ClusterUnreachable, never a finding.
+        Answers (2xx, and 4xx other than 401/403/429: 404, 409, 400...) come back or raise ApiException as the
+        client does; failing to reach or read the API (refused, reset, timeouts, 5xx after retries, 401/403)
+        raises ClusterUnreachable, never a raw client exception.
         """
         self._raise_if_failed()
         try:
             return with_retries(method, *args, **kwargs)
-        except ApiException as error:
-            if not transient(error):
-                raise
-            self._failure = f"{self.where} failed {getattr(method, '__name__', 'a call')}: HTTP {error.status} {error.reason}"
-        except (urllib3.exceptions.HTTPError, OSError) as error:
-            self._failure = f"{self.where} unreachable: {type(error).__name__}: {error}"
-        raise ClusterUnreachable(self._failure, target=self.target_id) from None
+        except Exception as error:
+            if is_transport_error(error):
+                raise self.unreachable(error, getattr(method, "__name__", "a request")) from None
+            raise
 
     def connect(self) -> Cluster:
         """Reach the API once (GET /version); ClusterUnreachable when it cannot."""
@@ -266,6 +276,12 @@ class Cluster:
             if spec.address in node_internal_ips(node):
                 return node
         return None
+
+
+def _innermost(error: BaseException) -> BaseException:
+    """The exception underneath urllib3's MaxRetryError (its `reason`), for messages."""
+    reason = getattr(error, "reason", None)
+    return reason if isinstance(reason, BaseException) else error
 
 
 def _parse_selector(selector: str) -> dict[str, str | None]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 from typing import Any
 
@@ -12,17 +11,15 @@ from testinfra.backend.ssh import SshBackend
 from testinfra.host import Host
 
 from pytest_dgxspark.outcome import TargetError
+from pytest_dgxspark.targets_conn.causes import SSH_CAUSES, SUDO_PASSWORD, Cause, ssh_cause
 
 CONNECT_TIMEOUT_S = 10
 COMMAND_TIMEOUT_S = 60
 TIMEOUT_EXIT = 124
 
-_SSH_FAILURE = re.compile(
-    r"^ssh:|Connection (refused|timed out|closed|reset)|Permission denied|Host key verification failed|"
-    r"Could not resolve|kex_exchange|No route to host|Network is unreachable|banner exchange|"
-    r"Operation timed out|control socket|mux_client",
-    re.IGNORECASE | re.MULTILINE,
-)
+# ssh exits 255 on its own errors: such a result is never a command's output (a remote exit 255 reads the same
+# and is treated as unreadable too: an error of the run, never a finding).
+SSH_EXIT = 255
 
 
 def _abandon(proc: subprocess.Popen[bytes]) -> tuple[bytes, bytes]:
@@ -44,7 +41,7 @@ def _abandon(proc: subprocess.Popen[bytes]) -> tuple[bytes, bytes]:
 
 
 class HostUnreachable(TargetError):
-    """A host could not be reached over SSH (the message names host, address and the SSH error)."""
+    """A host could not be reached or read over SSH (the message names host, address, cause and ssh's words)."""
 
 
 def timed_out(result: CommandResult) -> bool:
@@ -82,22 +79,35 @@ class _GuardedSshBackend(SshBackend):
         try:
             stdout, stderr = proc.communicate(timeout=self._local_limit)
         except subprocess.TimeoutExpired:
-            stdout, stderr = _abandon(proc)
+            _abandon(proc)
             # the target's own `timeout` should have ended the command long before: the host itself does not answer
-            # (frozen, TCP up). Later commands fail at once instead of waiting this long each.
+            # (frozen, TCP up). Never a command's output (a 124 would read as a hung nvidia-smi): this command and
+            # every later one fail at once as the host's fault.
             self._target.mark_unreachable(f"a command did not return within {self._local_limit} s although the "
-                                          "host's own timeout should have ended it: the host does not answer")
-            return self.result(TIMEOUT_EXIT, cmd, stdout, stderr + b"\nssh session did not return in time")
+                                          "host's own timeout should have ended it", SSH_CAUSES["timeout"])
+            self._target.raise_if_unreachable()
         return self.result(proc.returncode, cmd, stdout, stderr)
 
     def run_ssh(self, command: str) -> CommandResult:
         cmd, cmd_args = self._build_ssh_command(command)
         out = self.run_local(" ".join(cmd), *cmd_args)
         out.command = self.encode(command)
-        if out.rc == 255 and _SSH_FAILURE.search(out.stderr or ""):
-            self._target.mark_unreachable(out.stderr.strip().splitlines()[-1] if out.stderr.strip() else "exit 255")
+        stderr = out.stderr or ""
+        if out.rc == SSH_EXIT:
+            cause = ssh_cause(stderr)
+            self._target.mark_unreachable(_ssh_words(stderr) or f"ssh exited {SSH_EXIT}", cause)
+            self._target.raise_if_unreachable()
+        if out.rc != 0 and self.sudo and SUDO_PASSWORD.search(stderr):
+            self._target.mark_unreachable(_ssh_words(stderr), SSH_CAUSES["sudo-password"])
             self._target.raise_if_unreachable()
         return out
+
+
+def _ssh_words(stderr: str) -> str:
+    """ssh's (or sudo's) own lines about the failure, without banners and warnings, at most three."""
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip() and not set(ln.strip()) <= set("@")]
+    meaningful = [ln for ln in lines if not ln.startswith(("Warning: Permanently added", "** WARNING"))]
+    return " | ".join(meaningful[-3:])[-400:]
 
 
 def _ssh_config_names(ssh_config: str | None, name: str) -> bool:
@@ -121,6 +131,7 @@ class HostTarget:
         self._control_path = os.path.join(control_dir, f"h{index}")
         self._host: Host | None = None
         self._unreachable: str | None = None
+        self.cause: Cause | None = None  # why the host could not be reached, once it could not
         self._cache: dict[str, CommandResult] = {}
         self.connected = False
 
@@ -170,14 +181,18 @@ class HostTarget:
             self._host = Host(backend)
         return self._host
 
-    def mark_unreachable(self, detail: str) -> None:
-        """Remember that this host is unreachable: later uses fail at once, without retrying."""
-        self._unreachable = self._unreachable or detail
+    def mark_unreachable(self, detail: str, cause: Cause | None = None) -> None:
+        """Remember that this host is unreachable, and why: later uses fail at once, without retrying."""
+        if self._unreachable is None:
+            self._unreachable = detail
+            self.cause = cause or SSH_CAUSES["ssh-failed"]
 
     def raise_if_unreachable(self) -> None:
         """Raise HostUnreachable when the host is known to be unreachable."""
         if self._unreachable is not None:
-            raise HostUnreachable(f"{self.where} unreachable over SSH: {self._unreachable}", target=self.target_id)
+            cause = self.cause or SSH_CAUSES["ssh-failed"]
+            raise HostUnreachable(f"{self.where}: cannot read the host over SSH: {cause.meaning} ({self._unreachable})",
+                                  target=self.target_id, cause=cause)
 
     def connect(self) -> HostTarget:
         """Open the SSH master connection (once); HostUnreachable when the host cannot be reached."""
@@ -185,7 +200,7 @@ class HostTarget:
         if not self.connected:
             result = self.host.run("true", timeout=CONNECT_TIMEOUT_S + 5)
             if result.rc != 0:
-                self.mark_unreachable(f"'true' exited {result.rc}: {(result.stderr or '').strip()[-300:]}")
+                self.mark_unreachable(f"'true' exited {result.rc}: {_ssh_words(result.stderr or '')}")
                 self.raise_if_unreachable()
             self.connected = True
         return self

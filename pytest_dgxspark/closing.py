@@ -1,0 +1,74 @@
+"""The run's last words on the terminal (verdict, scope, root causes with their fix, counts, bundle) and exit status."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+# The exit status follows the verdict (README "Exit status"); pytest's own codes stay for what pytest decides.
+EXIT_ACCEPTED = 0
+EXIT_REJECTED = 1
+EXIT_INCOMPLETE = 8  # unused by pytest (0-5, and 6 for --max-warnings since pytest 9): never read as a pass
+_VERDICT_EXIT = {"ACCEPTED": EXIT_ACCEPTED, "REJECTED": EXIT_REJECTED, "INCOMPLETE": EXIT_INCOMPLETE}
+_PYTEST_KEEPS = (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR, pytest.ExitCode.USAGE_ERROR,
+                 *(code for code in pytest.ExitCode if code.name == "MAX_WARNINGS_ERROR"))
+_STATUS_ORDER = ("failed", "error", "blocked", "untested", "waived", "passed", "recorded", "not-applicable",
+                 "not-selected")
+
+
+def exit_status(verdict: str, pytest_status: int) -> int:
+    """ACCEPTED 0, REJECTED 1, INCOMPLETE 8; interrupted (2), internal error (3), usage error (4) and pytest 9's
+    too many warnings (6) stay."""
+    if pytest_status in _PYTEST_KEEPS:
+        return int(pytest_status)
+    return _VERDICT_EXIT.get(verdict, EXIT_INCOMPLETE)
+
+
+def block_lines(results: dict[str, Any], run_dir: Path | None) -> list[str]:
+    """The closing block's lines."""
+    scope = results.get("scope") or {}
+    stamp = " (SIMULATED)" if results.get("run", {}).get("simulated") else ""
+    lines = [f"dgxspark: {results['verdict']}, scope: {scope.get('name', 'full')}{stamp}"]
+    lines.append(f"  lowest broken layer: {results.get('lowest_broken_layer') or 'none'}")
+    details = results.get("root_cause_details") or []
+    if details:
+        lines.append("  root causes:")
+        for detail in details:
+            where = f", {detail['target']}" if detail.get("target") else ""
+            lines.append(f"    {detail['rule']} ({detail['kind']}{where}): {_first_line(detail['message'])}")
+            lines.append(f"      fix: {_first_line(detail['fix'])}")
+    else:
+        lines.append("  root causes: none")
+    unverified = scope.get("unverified_prerequisites") or []
+    if unverified:
+        lines.append(f"  not verified by this selection (prerequisites): {', '.join(unverified)}")
+    if results.get("verdict") == "INCOMPLETE" and results.get("verdict_reasons"):
+        lines.append(f"  incomplete: {'; '.join(_short(r) for r in results['verdict_reasons'])}")
+    counts = results.get("counts") or {}
+    ordered = sorted(counts, key=lambda s: _STATUS_ORDER.index(s) if s in _STATUS_ORDER else len(_STATUS_ORDER))
+    lines.append("  rules: " + ", ".join(f"{counts[s]} {s}" for s in ordered))
+    lines.append(f"  bundle: {run_dir}" if run_dir is not None else "  bundle: NOT WRITTEN (see above)")
+    return lines
+
+
+def write_block(tw: Any, results: dict[str, Any], run_dir: Path | None) -> None:
+    """Print the closing block after pytest's own summary, the verdict line coloured."""
+    colour = {"ACCEPTED": {"green": True}, "REJECTED": {"red": True}}.get(results["verdict"], {"yellow": True})
+    lines = block_lines(results, run_dir)
+    tw.line()
+    tw.line(lines[0], bold=True, **colour)
+    for line in lines[1:]:
+        tw.line(line)
+
+
+def _short(reason: str) -> str:
+    """A verdict reason for the terminal: a long list of open rules becomes its count (results.json has them all)."""
+    if reason.startswith("not passed: ") and reason.count(", ") >= 4:
+        return f"{reason.count(', ') + 1} required rules not passed (see the counts below)"
+    return reason
+
+
+def _first_line(text: str) -> str:
+    line = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
+    return line if len(line) <= 240 else line[:237] + "..."

@@ -1,0 +1,218 @@
+"""Rule statuses from test records, attribution of unreachable targets, root causes with their fix, the verdict."""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import date
+
+from pytest_dgxspark.outcome import BLOCKED_PREFIX, BROKEN, TestRecord, Waiver, rule_status
+from pytest_dgxspark.rules import LAYERS, Catalog
+from pytest_dgxspark.scope import Scope
+
+# How bad a status is, for folding a layer's rules into one layer status.
+_SEVERITY_ORDER = ("failed", "error", "blocked", "untested", "waived", "passed", "recorded", "not-applicable",
+                   "not-selected")
+# Statuses that leave a selected, required rule unproven.
+_DONE = frozenset({"passed", "waived", "not-applicable", "recorded", "not-selected"})
+
+# The rule whose subject is reaching a kind of target: SSH to the inventory address, the site's API context.
+CONNECTIVITY_RULES = {"ssh": "ADR-0002.host-static-ip", "api": "ADR-0001.kubeconfig-context"}
+
+
+@dataclass(frozen=True)
+class RootCause:
+    """One root cause: a judged failure (kind `finding`), a target the run could not read (`unreachable`), or a
+    required rule the site gives no way to verify (`not-verifiable`); with what was seen and the fix."""
+
+    rule: str
+    kind: str
+    layer: str
+    message: str
+    fix: str
+    fix_ko: str
+    target: str | None = None
+    cause: str | None = None
+
+    def as_dict(self) -> dict:
+        return {"rule": self.rule, "kind": self.kind, "layer": self.layer, "message": self.message,
+                "fix": self.fix, "fix_ko": self.fix_ko, "target": self.target, "cause": self.cause}
+
+
+@dataclass(frozen=True)
+class Fold:
+    records: list[TestRecord]
+    statuses: dict[str, str]
+    blocked_by: dict[str, tuple[str, ...]]
+    root_causes: tuple[str, ...]
+    layers: dict[str, str]
+    lowest_broken_layer: str | None
+    verdict: str
+    reasons: tuple[str, ...] = field(default=())
+    details: tuple[RootCause, ...] = field(default=())
+    scope: Scope | None = None
+
+
+def connectivity_rule(target: str, management_context: str | None = None) -> str | None:
+    """The rule that owns reaching `target`; None for targets no rule owns (e.g. the Argo CD cluster's API)."""
+    kind, _, name = target.partition(":")
+    if kind == "api" and management_context and name == management_context:
+        return None
+    return CONNECTIVITY_RULES.get(kind)
+
+
+def attribute_unreachable(
+    records: Iterable[TestRecord],
+    management_context: str | None = None,
+    prerequisites: Mapping[str, tuple[tuple[str, str | None], ...]] | None = None,
+) -> list[TestRecord]:
+    """Errors caused only by a target that is already accounted for become `blocked`.
+
+    A target is accounted for by a failed prerequisite (`prerequisites`: target -> (rule, host or None) pairs, e.g.
+    the API of a single-server site -> (rke2-service, that server): rke2-server down is the cause, the refused API
+    its symptom), else by its
+    connectivity rule's own error on it. The report then names one cause instead of one per layer.
+    """
+    records = list(records)
+    owners: dict[str, tuple[str, ...]] = {}
+    for target, needs in (prerequisites or {}).items():
+        broken = tuple(sorted({rule for rule, host in needs for r in records if r.rule == rule and r.outcome == "failed"
+                               and (host is None or r.nodeid.endswith(f"[{host}]"))}))
+        if broken:
+            owners[target] = broken
+    for rec in records:
+        if rec.outcome == "error" and rec.target and rec.target not in owners:
+            owner = connectivity_rule(rec.target, management_context)
+            if owner is not None and rec.rule == owner:
+                owners[rec.target] = (owner,)
+    result = []
+    for rec in records:
+        owner = owners.get(rec.target or "")
+        if rec.outcome == "error" and owner and rec.rule not in owner:
+            rec = replace(rec, outcome="blocked", blocked_by=owner,
+                          message=f"{BLOCKED_PREFIX}{', '.join(owner)} ({rec.target} unreachable): {rec.message}")
+        result.append(rec)
+    return result
+
+
+def _not_verifiable(catalog: Catalog, records: list[TestRecord]) -> list[TestRecord]:
+    """A required rule can never be not applicable: when all its tests say so, the rule is not verifiable (error)."""
+    by_rule: dict[str, list[TestRecord]] = {}
+    for rec in records:
+        by_rule.setdefault(rec.rule, []).append(rec)
+    stuck = {rid for rid, recs in by_rule.items()
+             if rid in catalog.rules and catalog.rules[rid].kind == "required"
+             and rule_status(r.outcome for r in recs) == "not-applicable"}
+    return [replace(r, outcome="error", message=f"not verifiable: {r.message} (the ADR requires this rule; it cannot "
+                                                 "be not applicable)")
+            if r.rule in stuck else r for r in records]
+
+
+def blocking_rules(catalog: Catalog, rule_id: str, statuses: Mapping[str, str]) -> tuple[str, ...]:
+    """The rules `rule_id` depends on (transitively) that failed or errored so far."""
+    return tuple(sorted(r for r in catalog.ancestors(rule_id) if statuses.get(r) in BROKEN))
+
+
+def fold(
+    catalog: Catalog,
+    records: Iterable[TestRecord],
+    *,
+    waivers: Mapping[str, Waiver] | None = None,
+    today: date | None = None,
+    handover: bool = False,
+    simulated: bool = False,
+    unattested_manual: Iterable[str] = (),
+    management_context: str | None = None,
+    prerequisites: Mapping[str, tuple[tuple[str, str | None], ...]] | None = None,
+    not_applicable: Mapping[str, str] | None = None,
+    scope: Scope | None = None,
+) -> Fold:
+    """Fold test records into rule and layer statuses, root causes and the verdict."""
+    waivers = waivers or {}
+    today = today or date.today()
+    records = _not_verifiable(catalog, attribute_unreachable(records, management_context, prerequisites))
+    by_rule: dict[str, list[TestRecord]] = {rid: [] for rid in catalog.rules}
+    for rec in records:
+        by_rule.setdefault(rec.rule, []).append(rec)
+    raw = {rid: rule_status(r.outcome for r in by_rule[rid]) for rid in catalog.rules}
+    for rid, status in raw.items():
+        rule = catalog.rules[rid]
+        if status == "untested" and not by_rule[rid]:
+            if rid in (not_applicable or {}):
+                raw[rid] = "not-applicable"
+            elif scope is not None and rid in scope.not_selected:
+                raw[rid] = "not-selected"
+        if raw[rid] == "passed" and rule.kind == "informational":
+            raw[rid] = "recorded"  # an informational rule reads and records; it never passes a requirement
+    blocked_by = {rid: tuple(sorted({b for r in by_rule[rid] for b in r.blocked_by})) for rid in catalog.rules}
+    statuses = dict(raw)
+    reasons: list[str] = []
+    for rid, waiver in waivers.items():
+        if raw.get(rid) != "failed":
+            continue
+        if waiver.expired(today):
+            reasons.append(f"{rid}: waiver {waiver.ticket} expired on {waiver.expires.isoformat()}")
+        else:
+            statuses[rid] = "waived"
+    root_causes = tuple(
+        r.id for r in catalog.ordered()
+        if r.kind != "informational" and statuses[r.id] in BROKEN
+        and not any(statuses[a] in BROKEN for a in catalog.ancestors(r.id))
+    )
+    details = tuple(_detail(catalog, rid, statuses[rid], by_rule[rid]) for rid in root_causes)
+    layers = {}
+    for layer in LAYERS:
+        members = [statuses[r.id] for r in catalog.rules.values() if r.layer == layer]
+        layers[layer] = min(members, key=_SEVERITY_ORDER.index) if members else "not-applicable"
+    # The lowest broken layer comes only from judged failures: a target the run could not read says nothing
+    # about the layer it would have judged.
+    lowest = min((d.layer for d in details if d.kind == "finding"), key=LAYERS.index, default=None)
+    verdict = _verdict(catalog, statuses, reasons, handover, simulated, records_skipped(by_rule), unattested_manual,
+                       scope)
+    return Fold(records, statuses, blocked_by, root_causes, layers, lowest, verdict, tuple(reasons), details, scope)
+
+
+def _detail(catalog: Catalog, rid: str, status: str, records: list[TestRecord]) -> RootCause:
+    rule = catalog.rules[rid]
+    if status == "failed":
+        failed = next(r for r in records if r.outcome == "failed")
+        return RootCause(rid, "finding", rule.layer, failed.message, rule.remediation, rule.remediation_ko)
+    errored = [r for r in records if r.outcome == "error"]
+    faulted = next((r for r in errored if r.fault is not None), None)
+    if faulted is not None and faulted.fault is not None:
+        fault = faulted.fault
+        return RootCause(rid, "unreachable", rule.layer, fault.message,
+                         fault.fix or "Make the target reachable and rerun.",
+                         fault.fix_ko or "대상에 접속할 수 있게 한 뒤 다시 실행한다.", fault.target, fault.cause)
+    first = errored[0] if errored else None
+    message = first.message if first else "error"
+    if message.startswith("not verifiable: "):
+        return RootCause(rid, "not-verifiable", rule.layer, message, rule.remediation, rule.remediation_ko)
+    return RootCause(rid, "error", rule.layer, message,
+                     "Read the error, fix what kept the check from running, and rerun.",
+                     "오류 내용을 읽고 점검을 막은 원인을 고친 뒤 다시 실행한다.", first.target if first else None)
+
+
+def records_skipped(by_rule: Mapping[str, list[TestRecord]]) -> list[str]:
+    return [r.nodeid for recs in by_rule.values() for r in recs if r.outcome == "skipped"]
+
+
+def _verdict(catalog, statuses, reasons, handover, simulated, skipped, unattested, scope) -> str:
+    considered = [r for r in catalog.rules.values() if r.kind != "informational"]
+    failed = [r.id for r in considered if statuses[r.id] == "failed"]
+    if failed:
+        reasons.insert(0, "failed: " + ", ".join(failed))
+        return "REJECTED"
+    open_ = [r.id for r in considered if statuses[r.id] not in _DONE]
+    if open_:
+        reasons.append("not passed: " + ", ".join(f"{rid} ({statuses[rid]})" for rid in open_))
+    if handover:
+        if simulated:
+            reasons.append("a simulated (testbed) run is never a handover acceptance")
+        if scope is not None and not scope.full:
+            reasons.append(f"a selection (scope: {scope.name}) is never a handover acceptance")
+        if skipped:
+            reasons.append("skipped without a not-applicable reason: " + ", ".join(skipped))
+        unattested = list(unattested)
+        if unattested:
+            reasons.append("manual checks without attestation: " + ", ".join(unattested))
+    return "INCOMPLETE" if reasons else "ACCEPTED"

@@ -1,0 +1,108 @@
+"""Selection has a scope: -m/-k judge what they select; drift compares only what both runs judged."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_dgxspark.report.drift import Baseline, compute_drift
+from pytest_dgxspark.rules import load_catalog
+from pytest_dgxspark.scope import scope_of
+
+SITE_ARGS = ("--site", "sites/tirosh-home", "--report-dir", "out", "-p", "no:cacheprovider")
+
+
+def _all_rules(body_for: dict[str, str]) -> str:
+    parts = []
+    for i, r in enumerate(load_catalog().ordered()):
+        parts.append(f"@pytest.mark.rule('{r.id}')\ndef test_{i}():\n    {body_for.get(r.id, 'pass')}\n")
+    return "\n".join(parts)
+
+
+def test_a_gpu_selection_is_accepted_on_its_scope_with_deselected_rules_not_selected(pytester, suite):
+    suite("all", _all_rules({}))
+    result = pytester.runpytest(*SITE_ARGS, "-m", "gpu")
+    assert result.ret == 0
+    doc = json.loads((pytester.path / "out" / "latest" / "results.json").read_text())
+    st = {r["id"]: r["status"] for r in doc["rules"]}
+    catalog = load_catalog()
+    assert {rid for rid, s in st.items() if s == "not-selected"} == {r.id for r in catalog.rules.values() if not r.gpu}
+    assert doc["verdict"] == "ACCEPTED" and doc["scope"]["name"] == "GPU chain" and doc["scope"]["full"] is False
+    assert doc["scope"]["unverified_prerequisites"] == [
+        "ADR-0002.helmchart-manifest", "ADR-0001.rke2-service", "ADR-0001.node-ready",
+        "ADR-0001.runtime-rke2-containerd"]
+    result.stdout.fnmatch_lines([
+        "dgxspark: ACCEPTED, scope: GPU chain",
+        "  lowest broken layer: none",
+        "  root causes: none",
+        "  not verified by this selection (prerequisites): ADR-0002.helmchart-manifest, ADR-0001.rke2-service, "
+        "ADR-0001.node-ready, ADR-0001.runtime-rke2-containerd",
+        "  rules: 12 passed, 1 not-applicable, 17 not-selected",
+    ])
+
+
+def test_a_keyword_selection_names_its_scope_and_a_selection_is_never_a_handover(pytester, suite):
+    suite("all", _all_rules({}))
+    pytester.runpytest(*SITE_ARGS, "-k", "test_1 or test_2", "--dgxspark-handover")
+    doc = json.loads((pytester.path / "out" / "latest" / "results.json").read_text())
+    assert doc["scope"]["name"] == "-k 'test_1 or test_2'"
+    assert doc["verdict"] == "INCOMPLETE"
+    assert "a selection (scope: -k 'test_1 or test_2') is never a handover acceptance" in doc["verdict_reasons"]
+
+
+def test_a_run_of_everything_has_the_full_scope():
+    catalog = load_catalog()
+    scope = scope_of(catalog, list(catalog.rules), [], "", "")
+    assert scope.name == "full" and scope.full and scope.unverified == ()
+
+
+def _doc(statuses: dict[str, str], uid: str = "uid-1", driver: str = "580.95.05") -> dict:
+    return {"run": {"id": "r"}, "verdict": "ACCEPTED",
+            "rules": [{"id": rid, "status": s} for rid, s in statuses.items()],
+            "provenance": {"cluster": {"cluster_uid": uid}, "hosts": {"gpu-01": {"driver": driver}}}}
+
+
+def test_drift_compares_only_rules_judged_in_both_runs():
+    before = _doc({"ADR-0002.host-driver": "passed", "ADR-0001.rke2-service": "passed", "ADR-0001.site-layout": "untested"})
+    after = _doc({"ADR-0002.host-driver": "passed", "ADR-0001.rke2-service": "not-selected",
+                  "ADR-0001.site-layout": "failed"}, driver="580.126.09")
+    drift = compute_drift(Baseline(Path("b.json"), before, "not a bundle"), after)
+    assert drift["status_changes"] == []
+    assert drift["compared_rules"] == ["ADR-0002.host-driver"]
+    assert drift["not_compared"] == ["ADR-0001.rke2-service", "ADR-0001.site-layout"]
+    assert drift["provenance"] == [{"node": "gpu-01", "key": "driver", "from": "580.95.05", "to": "580.126.09"}]
+    assert drift["other_cluster"] is None
+
+
+def test_a_baseline_of_another_cluster_is_called_out_first():
+    drift = compute_drift(Baseline(Path("b.json"), _doc({}, uid="aaa"), "verified"), _doc({}, uid="bbb"))
+    assert list(drift)[0] == "other_cluster"
+    assert drift["other_cluster"]["message"].startswith("the baseline is of another cluster (kube-system UID aaa -> bbb)")
+    assert all(c["key"] != "cluster_uid" for c in drift["provenance"])
+
+
+@pytest.mark.skipif(not Path("/usr/sbin/sshd").exists(), reason="the testbed needs openssh-server")
+def test_the_after_upgrade_run_is_accepted_on_the_gpu_chain_and_shows_only_the_driver_change(tmp_path):
+    from tests.test_e2e import run_suite
+
+    for sub in ("handover", "after"):
+        (tmp_path / sub).mkdir()
+    first, handover = run_suite(tmp_path / "handover", "--testbed", "healthy")
+    assert handover["verdict"] == "ACCEPTED", first.stdout[-3000:]
+    upgraded = tmp_path / "upgraded"
+    upgraded.mkdir()
+    (upgraded / "scenario.yaml").write_text(
+        "description: healthy after a driver upgrade\nextends: healthy\nnodes:\n  gpu-01:\n"
+        "    host: {driver: {version: 580.126.09}}\n    kube: {driver_version: 580.126.09}\n"
+        "expect: {rules: {}, root_causes: []}\n")
+    baseline = tmp_path / "handover" / "reports" / "latest"
+    proc, doc = run_suite(tmp_path / "after", "--testbed", str(upgraded), "-m", "gpu",
+                          "--dgxspark-baseline", str(baseline.resolve()))
+    assert doc["verdict"] == "ACCEPTED" and doc["scope"]["name"] == "GPU chain", proc.stdout[-3000:]
+    assert proc.returncode == 0
+    drift = doc["drift"]
+    assert drift["status_changes"] == []
+    assert len(drift["not_compared"]) == 17
+    driver_changes = [c for c in drift["provenance"] if "580.126.09" in str(c["to"])]
+    assert driver_changes and all(c["from"] and "580.95.05" in str(c["from"]) for c in driver_changes)
