@@ -241,8 +241,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int):
     try:
         result = yield
     except OSError as exc:  # junit.xml or report.html on a full disk: say so and what was kept, never a traceback
+        config.get_terminal_writer().line()  # pytest's summary did not run: end its progress line first
         result = reports_not_written(config, exc)
     scan_written(config)
+    results = config.stash.get(results_key, results)  # the secret scan may have made it INCOMPLETE
     # The terminal reporter's summary ran inside this (outermost) wrapper: the closing block comes after it.
     tw = config.get_terminal_writer()
     closing.write_block(tw, results, run_info(config).dir if written is not None else None)
