@@ -94,6 +94,31 @@ def attribute_unreachable(
     return result
 
 
+def _host_of(nodeid: str) -> str | None:
+    """The host parameter of a per-host test id (`...::test_x[gpu-01]`), else None."""
+    return nodeid[nodeid.rindex("[") + 1:-1] if nodeid.endswith("]") and "[" in nodeid else None
+
+
+def attribute_symptoms(catalog: Catalog, records: list[TestRecord]) -> list[TestRecord]:
+    """A failure of a rule under a failed `symptom_of` rule (on the same host) is that rule's symptom: blocked."""
+    failed_on: dict[str, set[str | None]] = {}
+    for rec in records:
+        if rec.outcome == "failed":
+            failed_on.setdefault(rec.rule, set()).add(_host_of(rec.nodeid))
+    result = []
+    for rec in records:
+        rule = catalog.rules.get(rec.rule)
+        if rule is not None and rec.outcome == "failed":
+            host = _host_of(rec.nodeid)
+            causes = tuple(sorted(c for c in rule.symptom_of if c in failed_on
+                                  and (host is None or None in failed_on[c] or host in failed_on[c])))
+            if causes:
+                rec = replace(rec, outcome="blocked", blocked_by=causes,
+                              message=f"{BLOCKED_PREFIX}{', '.join(causes)} (its symptom): {rec.message}")
+        result.append(rec)
+    return result
+
+
 def _not_verifiable(catalog: Catalog, records: list[TestRecord]) -> list[TestRecord]:
     """A required rule can never be not applicable: when all its tests say so, the rule is not verifiable (error)."""
     by_rule: dict[str, list[TestRecord]] = {}
@@ -129,7 +154,8 @@ def fold(
     """Fold test records into rule and layer statuses, root causes and the verdict."""
     waivers = waivers or {}
     today = today or date.today()
-    records = _not_verifiable(catalog, attribute_unreachable(records, management_context, prerequisites))
+    records = _not_verifiable(catalog, attribute_symptoms(
+        catalog, attribute_unreachable(records, management_context, prerequisites)))
     by_rule: dict[str, list[TestRecord]] = {rid: [] for rid in catalog.rules}
     for rec in records:
         by_rule.setdefault(rec.rule, []).append(rec)

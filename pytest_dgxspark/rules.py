@@ -25,7 +25,7 @@ _REQUIRED_KEYS = (
     "id", "adr", "section", "statement_ko", "title", "layer",
     "severity", "kind", "depends_on", "remediation", "remediation_ko",
 )
-_OPTIONAL_KEYS = ("gpu", "applies_when")
+_OPTIONAL_KEYS = ("gpu", "applies_when", "symptom_of")
 # When a conditional rule applies, decided from the site at configure time (kube-bench's `type: skip`):
 # condition -> (what the site must say, where it says it).
 APPLIES_WHEN = {
@@ -54,6 +54,14 @@ class Rule:
     source: str
     remediation_ko: str = ""
     applies_when: tuple[str, ...] = ()  # conditions of APPLIES_WHEN, all of which must hold
+    # Rules whose failure explains a failure of this one on the same host, while its evidence stays meaningful: the
+    # check still runs (a pass is a pass), and a failure under a broken one of them is its symptom (blocked).
+    symptom_of: tuple[str, ...] = ()
+
+    @property
+    def prerequisites(self) -> tuple[str, ...]:
+        """depends_on and symptom_of: every rule that must be judged before this one."""
+        return self.depends_on + tuple(r for r in self.symptom_of if r not in self.depends_on)
 
     def not_applicable_reason(self, site: Any) -> str | None:
         """Why this rule does not apply to `site`, or None when it applies (required rules always apply)."""
@@ -85,7 +93,7 @@ class Catalog:
     def ordered(self) -> list[Rule]:
         """Rules bottom-up: by layer, then so that dependencies come first, then by id."""
         order = {rid: i for i, rid in enumerate(TopologicalSorter(
-            {r.id: set(r.depends_on) for r in sorted(self.rules.values(), key=lambda r: r.id)}
+            {r.id: set(r.prerequisites) for r in sorted(self.rules.values(), key=lambda r: r.id)}
         ).static_order())}
         return sorted(self.rules.values(), key=lambda r: (r.layer_index, order[r.id]))
 
@@ -138,10 +146,9 @@ def _entry_problems(entry: object, where: str) -> list[str]:
     for key, allowed in (("layer", LAYERS), ("kind", KINDS), ("severity", SEVERITIES)):
         if key in entry and entry[key] not in allowed:
             problems.append(f"{where}: {key} is {entry[key]!r}, expected one of {', '.join(allowed)}")
-    if "depends_on" in entry and not (
-        isinstance(entry["depends_on"], list) and all(isinstance(d, str) for d in entry["depends_on"])
-    ):
-        problems.append(f"{where}: depends_on must be a list of rule ids")
+    for key in ("depends_on", "symptom_of"):
+        if key in entry and not (isinstance(entry[key], list) and all(isinstance(d, str) for d in entry[key])):
+            problems.append(f"{where}: {key} must be a list of rule ids")
     problems.extend(_applies_when_problems(entry, where))
     for key in ("id", "adr", "section", "statement_ko", "title", "remediation", "remediation_ko"):
         if key in entry and not (isinstance(entry[key], str) and entry[key].strip()):
@@ -182,14 +189,16 @@ def load_catalog(paths: Iterable[Path] | None = None) -> Catalog:
                 depends_on=tuple(entry["depends_on"]), remediation=entry["remediation"].strip(),
                 gpu=entry.get("gpu", entry["layer"] in GPU_LAYERS), source=str(path),
                 remediation_ko=entry["remediation_ko"].strip(), applies_when=tuple(entry.get("applies_when") or ()),
+                symptom_of=tuple(entry.get("symptom_of") or ()),
             )
     for rule in rules.values():
-        for dep in rule.depends_on:
-            if dep not in rules:
-                problems.append(f"{rule.source}: {rule.id}: depends_on names unknown rule {dep}")
+        for key in ("depends_on", "symptom_of"):
+            for dep in getattr(rule, key):
+                if dep not in rules:
+                    problems.append(f"{rule.source}: {rule.id}: {key} names unknown rule {dep}")
     if not problems:
         try:
-            TopologicalSorter({r.id: set(r.depends_on) for r in rules.values()}).prepare()
+            TopologicalSorter({r.id: set(r.prerequisites) for r in rules.values()}).prepare()
         except CycleError as exc:
             cycle = " -> ".join(exc.args[1])
             source = rules[exc.args[1][0]].source

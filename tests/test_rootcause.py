@@ -126,7 +126,9 @@ def test_rke2_server_down_on_a_single_server_site_is_the_one_root_cause(pytester
     assert st["ADR-0001.rke2-service"] == "failed"
     assert st["ADR-0001.kubeconfig-context"] == "blocked"
     assert rule(doc, "ADR-0001.kubeconfig-context")["blocked_by"] == ["ADR-0001.rke2-service"]
-    assert st["ADR-0001.rke2-config"] == "blocked"  # without RKE2 there is no effective config
+    assert st["ADR-0001.rke2-config"] == "blocked"  # config.yaml missing: a symptom of no RKE2
+    assert rule(doc, "ADR-0001.rke2-config")["tests"][0]["message"] == (
+        "blocked by ADR-0001.rke2-service (its symptom): config.yaml missing")
     assert doc["root_causes"] == ["ADR-0001.rke2-service"]
     assert doc["lowest_broken_layer"] == "rke2"
     assert doc["root_cause_details"][0]["fix"].startswith("Check `systemctl status rke2-server`")
@@ -236,3 +238,29 @@ def test_a_check_failure_shows_a_short_traceback_and_no_plugin_frames(pytester, 
     assert "def test_driver():" not in text  # short form: no whole function source
     text = pytester.runpytest(*SITE_ARGS, "--tb=long").stdout.str()
     assert "def test_driver():" in text
+
+
+def test_a_failed_rke2_unit_leaves_its_config_judged(pytester, suite):
+    suite("rke2", "@pytest.fixture(params=['gpu-01'], ids=['gpu-01'])\ndef host(request):\n    return request.param\n\n"
+                  "@pytest.mark.rule('ADR-0001.rke2-service')\ndef test_service(host):\n"
+                  "    assert False, 'gpu-01: rke2-server.service is failed'\n\n"
+                  "@pytest.mark.rule('ADR-0001.rke2-config')\ndef test_config(host):\n    pass\n\n"
+                  "@pytest.mark.rule('ADR-0001.node-ready')\ndef test_ready(host):\n    pass\n")
+    pytester.runpytest(*SITE_ARGS)
+    st = statuses(results(pytester))
+    assert st["ADR-0001.rke2-config"] == "passed"  # symptom_of: judged anyway, a pass is a pass
+    assert st["ADR-0001.node-ready"] == "blocked"  # depends_on: not judged
+
+
+def test_a_config_failure_on_another_host_than_the_failed_unit_is_its_own_finding(pytester, suite):
+    suite("rke2", "@pytest.fixture(params=['gpu-01', 'gpu-02'], ids=['gpu-01', 'gpu-02'])\ndef host(request):\n"
+                  "    return request.param\n\n"
+                  "@pytest.mark.rule('ADR-0001.rke2-service')\ndef test_service(host):\n"
+                  "    assert host != 'gpu-01', 'gpu-01: rke2-server.service not found'\n\n"
+                  "@pytest.mark.rule('ADR-0001.rke2-config')\ndef test_config(host):\n"
+                  "    assert False, f'{host}: config.yaml does not match vars.yml'\n")
+    pytester.runpytest(*SITE_ARGS)
+    doc = results(pytester)
+    outcomes = {t["nodeid"].split("[")[1][:-1]: t["outcome"] for t in rule(doc, "ADR-0001.rke2-config")["tests"]}
+    assert outcomes == {"gpu-01": "blocked", "gpu-02": "failed"}
+    assert doc["root_causes"] == ["ADR-0001.rke2-service", "ADR-0001.rke2-config"]
