@@ -13,7 +13,7 @@ from pytest_dgxspark.testbed.faults import Faults, FaultSpecError
 
 BUNDLED_DIR = Path(__file__).parent / "scenarios"
 TOP_LEVEL_KEYS = frozenset({"description", "extends", "nodes", "cluster", "management", "expect"})
-RULE_STATUSES = frozenset({"passed", "failed", "blocked", "error", "not-applicable"})
+RULE_STATUSES = frozenset({"passed", "failed", "blocked", "error", "not-applicable", "recorded"})
 NODE_ROLES = frozenset({"server", "agent"})
 NODE_KEYS = frozenset({"role", "gpu", "model", "node_labels", "node_taints", "inventory", "host", "kube"})
 KUBE_KEYS = frozenset({"ready", "ready_status", "ready_reason", "ready_message", "taints", "unschedulable", "labels",
