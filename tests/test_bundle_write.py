@@ -141,7 +141,7 @@ def test_a_real_full_disk_names_the_partial_report_and_keeps_results_json(tmp_pa
     proc = _in_mount_namespace(tmp_path, "size=120k")
     assert "dgxspark: BUNDLE INCOMPLETE ON DISK: report.html (partial, removed): not written (No space left on " \
            "device); kept: evidence/000-test_driver.json, junit.xml, results.json" in proc.stdout, proc.stdout[-3000:]
-    assert "dgxspark: INCOMPLETE; root causes: none" in proc.stdout
+    assert "dgxspark: INCOMPLETE, scope: full\n  lowest broken layer: none\n  root causes: none" in proc.stdout
     assert "Traceback" not in proc.stdout + proc.stderr and "INTERNALERROR" not in proc.stdout
 
 
