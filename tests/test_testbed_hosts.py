@@ -495,3 +495,10 @@ def test_a_changed_site_never_reaches_the_hosts_the_inventory_copies_its_claims_
                                     capture_output=True, text=True, timeout=20).stdout.splitlines()
             assert crictl[0].split() == ["POD", "ID", "CREATED", "STATE", "NAME", "NAMESPACE", "ATTEMPT", "RUNTIME"]
             assert running_pods and sorted(line.split()[6] for line in crictl[1:]) == running_pods, node
+        # the H100 node's GFD/NFD labels agree with a real H100 node's (captures/h100-mig-node-labels.txt)
+        real = json.loads(captures.body("h100-mig-node-labels.txt"))
+        dc01 = next(o for o in world if o["kind"] == "Node" and o["metadata"]["name"] == "dc-01")
+        keys = ("kubernetes.io/arch", "nvidia.com/gpu.compute.major", "nvidia.com/gpu.compute.minor", "nvidia.com/gpu.family",
+                "nvidia.com/gpu.memory", "nvidia.com/gpu.product", "nvidia.com/mig.capable")
+        assert {k: dc01["metadata"]["labels"].get(k) for k in keys} == {k: real[k] for k in keys}
+        assert dc01["status"]["nodeInfo"]["architecture"] == "amd64" and dc01["status"]["capacity"]["nvidia.com/gpu"] == "8"
