@@ -389,6 +389,12 @@ def test_latency_delays_every_ssh_command(tmp_path: Path, keypair: Path, slot: i
         assert time.monotonic() - start >= 0.3
 
 
+def test_an_unknown_host_key_is_named_with_a_suggestion() -> None:
+    with pytest.raises(ValueError, match=r"^nodes.<name>.host: faluts: unknown key \(did you mean 'faults'\?\); the keys are "
+                                         r"listed in docs/scenarios-hosts.md$"):
+        hosts.host_spec({"faluts": {"drop_after": 3}})
+
+
 def test_fault_keys_are_checked() -> None:
     with pytest.raises(ValueError, match=r"faults.freeze: unknown; expected one of \['drop_after', 'freeze_after', 'latency_ms'\]"):
         hosts.host_spec({"faults": {"freeze": 1}})

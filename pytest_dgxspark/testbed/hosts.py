@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
@@ -86,6 +87,11 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
+# Keys a host spec may carry beyond DEFAULTS: cpu_vendor (NFD's, from the arch when unset); pods (the orchestrator's
+# CRI snapshot).
+EXTRA_KEYS = frozenset({"cpu_vendor", "pods"})
+
+
 # What changes on an RKE2 agent node (rke2 `bundle/lib/systemd/system/rke2-agent.service`: `rke2 agent`).
 AGENT_OVERRIDES: dict[str, Any] = {
     "services": {"rke2-server": {"active": "inactive", "enabled": "disabled"},
@@ -113,6 +119,11 @@ def host_spec(spec: dict[str, Any] | None, *, name: str | None = None, role: str
     base = merge(DEFAULTS, AGENT_OVERRIDES) if role == "agent" else DEFAULTS
     merged = merge(merge(base, {"hostname": name} if name else {}), spec or {})
     problems = []
+    known = set(DEFAULTS) | EXTRA_KEYS
+    for key in sorted(set(spec or {}) - known):
+        close = difflib.get_close_matches(key, sorted(known), n=1)
+        problems.append(f"{key}: unknown key{f' (did you mean {close[0]!r}?)' if close else ''}; "
+                        "the keys are listed in docs/scenarios-hosts.md")
     if merged.get("nvml") not in ("present", "missing"):
         problems.append(f"nvml must be 'present' or 'missing', got {merged.get('nvml')!r}")
     if merged["driver"].get("smi") not in ("ok", "hang", "error"):
