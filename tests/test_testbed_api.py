@@ -333,6 +333,18 @@ def test_server_side_apply_creates_then_updates_and_reports_conflicts(raw: Raw) 
     assert code == 422 and body["message"].endswith("fieldManager: Required value: is required for apply patch")
 
 
+def test_server_side_apply_sets_an_applied_list_as_applied(raw: Raw) -> None:
+    path = "/apis/apps/v1/namespaces/default/deployments/ssa-web?fieldManager=prov"
+    deploy = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "ssa-web"},
+              "spec": {"selector": {"matchLabels": {"app": "w"}}, "template": {"metadata": {"labels": {"app": "w"}}, "spec": {
+                  "containers": [{"name": "a", "image": "busybox:1.36"}, {"name": "b", "image": "busybox:1.36"}]}}}}
+    assert raw("PATCH", path, json.dumps(deploy), "application/apply-patch+yaml")[0] == 201
+    deploy["spec"]["template"]["spec"]["containers"].pop()
+    code, _, applied = raw("PATCH", path, json.dumps(deploy), "application/apply-patch+yaml")
+    assert code == 200 and [c["name"] for c in applied["spec"]["template"]["spec"]["containers"]] == ["a"]
+    assert applied["metadata"]["generation"] == 2
+
+
 def test_server_side_apply_of_a_helmchart_creates_it(raw: Raw) -> None:
     chart = {"apiVersion": "helm.cattle.io/v1", "kind": "HelmChart", "metadata": {"name": "extra", "namespace": "kube-system"},
              "spec": {"chart": "gpu-operator", "repo": "https://helm.ngc.nvidia.com/nvidia", "version": "v26.3.2"}}

@@ -164,6 +164,9 @@ def apply(live: dict[str, Any] | None, config: dict[str, Any], manager: str, ver
         raise ApplyConflict(conflicts, version)
     others = set().union(*(_owned(e) for e in entries if not (e.get("manager") == manager and e.get("operation") == "Apply")))
     result = merge(current, config)
+    for path, value in applied.items():  # lists are owned whole here, so an applied list is set as applied
+        if isinstance(value, list):
+            _set(result, path, copy.deepcopy(value))
     for path in sorted(previously - set(applied) - others, key=len, reverse=True):
         _drop(result, path)
     kept = []
@@ -183,6 +186,13 @@ def apply(live: dict[str, Any] | None, config: dict[str, Any], manager: str, ver
 
 def _content(obj: dict[str, Any]) -> dict[str, Any]:
     return {**obj, "metadata": {k: v for k, v in (obj.get("metadata") or {}).items() if k != "managedFields"}}
+
+
+def _set(obj: dict[str, Any], path: Path, value: Any) -> None:
+    node: Any = obj
+    for part in path[:-1]:
+        node = node.setdefault(part, {})
+    node[path[-1]] = value
 
 
 def _drop(obj: dict[str, Any], path: Path) -> None:
