@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from pytest_dgxspark.checking import require
 
 # NFD's PCI labels for NVIDIA (vendor 10de) the GPU Operator reads (controllers/state_manager.go)

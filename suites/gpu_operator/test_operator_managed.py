@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from pytest_dgxspark.checking import require
 
 STANDALONE_MARKS = ("k8s-device-plugin", "nvidia-device-plugin", "container-toolkit", "nvidia-container-runtime")
@@ -16,10 +17,12 @@ def _main_images(daemonset: dict[str, Any]) -> list[str]:
 
 
 def _operator_owned(daemonset: dict[str, Any], namespace: str) -> bool:
+    """Owned by a ClusterPolicy (the operator's own operands, wherever it runs), or labelled managed-by gpu-operator
+    in the site's operator namespace."""
     meta = daemonset["metadata"]
     owners = meta.get("ownerReferences") or []
     managed = (meta.get("labels") or {}).get("app.kubernetes.io/managed-by") == "gpu-operator"
-    return meta.get("namespace") == namespace and (managed or any(o.get("kind") == "ClusterPolicy" for o in owners))
+    return any(o.get("kind") == "ClusterPolicy" for o in owners) or (meta.get("namespace") == namespace and managed)
 
 
 @pytest.mark.rule("ADR-0002.operator-managed")

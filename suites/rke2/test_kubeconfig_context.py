@@ -8,7 +8,8 @@ from urllib.parse import urlparse
 
 import pytest
 import yaml
-from pytest_dgxspark.checking import require
+
+from pytest_dgxspark.checking import require, unreadable
 
 
 def _is_loopback(host: str) -> bool:
@@ -23,8 +24,13 @@ def _is_loopback(host: str) -> bool:
 @pytest.mark.rule("ADR-0001.kubeconfig-context")
 def test_site_context_is_named_and_points_at_the_node(targets: Any, site: Any, evidence: Any) -> None:
     path = targets.kubeconfig
-    require(path is not None, f"no kubeconfig for the site: context {site.context!r} cannot be checked")
-    config = yaml.safe_load(path.read_text()) or {}
+    if path is None:
+        unreadable(f"no kubeconfig was given for the site (--dgxspark-kubeconfig, $KUBECONFIG or ~/.kube/config): "
+                   f"context {site.context!r} cannot be read; run make rke2/kubeconfig")
+    try:
+        config = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as error:
+        unreadable(f"{path}: the kubeconfig cannot be read as YAML: {str(error).splitlines()[0]}")
     contexts = {c.get("name"): c.get("context") or {} for c in config.get("contexts") or []}
     clusters = {c.get("name"): c.get("cluster") or {} for c in config.get("clusters") or []}
     users = {u.get("name") for u in config.get("users") or []}

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from pytest_dgxspark.checking import require
 
 CREDENTIAL_NAME = re.compile(r"(^|/)(kubeconfig[^/]*|[^/]*\.kubeconfig|rke2\.yaml|[^/]*token[^/]*)$", re.I)
