@@ -95,6 +95,8 @@ class _GuardedSshBackend(SshBackend):
         stderr = out.stderr or ""
         if out.rc == SSH_EXIT:
             cause = ssh_cause(stderr)
+            if cause.kind == "ssh-failed" and self._target.connected:
+                cause = SSH_CAUSES["dropped"]  # it answered before: a wordless exit 255 is the connection lost
             self._target.mark_unreachable(_ssh_words(stderr) or f"ssh exited {SSH_EXIT}", cause)
             self._target.raise_if_unreachable()
         if out.rc != 0 and self.sudo and SUDO_PASSWORD.search(stderr):
