@@ -125,6 +125,16 @@ def test_continued_list_is_the_snapshot_of_the_first_page(tb: Testbed, raw: Raw)
     assert [n for n in names if n.startswith("snap-")] == ["snap-a", "snap-b", "snap-c"]
 
 
+def test_resource_version_match_exact_lists_the_past(raw: Raw) -> None:
+    _, _, before = raw("GET", "/api/v1/namespaces/default/configmaps")
+    raw("POST", "/api/v1/namespaces/default/configmaps", _configmap("exact-new"))
+    rv = before["metadata"]["resourceVersion"]
+    _, _, past = raw("GET", f"/api/v1/namespaces/default/configmaps?resourceVersion={rv}&resourceVersionMatch=Exact")
+    assert past["metadata"]["resourceVersion"] == rv and past["items"] == before["items"]
+    _, _, now = raw("GET", "/api/v1/namespaces/default/configmaps")
+    assert "exact-new" in {c["metadata"]["name"] for c in now["items"]}
+
+
 def test_a_selector_pages_without_remaining_item_count(raw: Raw) -> None:
     _, _, page = raw("GET", "/api/v1/pods?limit=1&labelSelector=app.kubernetes.io/managed-by%3Dgpu-operator")
     assert len(page["items"]) == 1 and page["metadata"]["continue"] and "remainingItemCount" not in page["metadata"]
@@ -822,3 +832,30 @@ def test_the_verbs_do_not_import_the_server() -> None:
             "print(sorted(m for m in sys.modules if m == 'pytest_dgxspark.testbed.apiserver'))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_a_testbed_bug_answers_500_internal_error_never_a_dropped_connection(capsys: pytest.CaptureFixture[str]) -> None:
+    from types import SimpleNamespace
+
+    from pytest_dgxspark.testbed import handlers
+
+    class Broken:
+        def list(self, *args: Any) -> Any:
+            raise RuntimeError("store exploded")
+
+    class Fake:
+        headers: dict[str, str] = {}
+        user = {"username": "system:admin", "groups": ["system:masters"]}
+        server = SimpleNamespace(store=Broken(), settings={})
+        status_sent = None
+        sent: tuple[int, dict[str, Any]] | None = None
+
+        def send_json(self, code: int, body: dict[str, Any], content_type: str = "application/json") -> None:
+            self.sent, self.status_sent = (code, body), code
+
+    h = Fake()
+    handlers.dispatch(h, "GET", "/api/v1/nodes", {}, b"")  # type: ignore[arg-type]
+    assert h.sent is not None and h.sent[0] == 500
+    assert h.sent[1]["reason"] == "InternalError"
+    assert h.sent[1]["message"] == "Internal error occurred: RuntimeError: store exploded"
+    assert "store exploded" in capsys.readouterr().err  # the traceback goes to apiserver-<cluster>.log

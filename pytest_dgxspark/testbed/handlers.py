@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+import traceback
 from typing import Any
 
 from pytest_dgxspark.testbed import deletes, openapi, paging, printing, resources, reviews, writes
@@ -20,6 +21,12 @@ def dispatch(h: Exchange, method: str, path: str, query: dict[str, str], body: b
         _route(h, method, path, query, body)
     except ApiError as error:
         h.send_json(error.code, error.body)
+    except (BrokenPipeError, ConnectionResetError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - a testbed bug answers 500 as kube-apiserver's panic handler does, never a hang
+        traceback.print_exc()
+        if getattr(h, "status_sent", None) is None:
+            h.send_json(500, status_body(500, "InternalError", f"Internal error occurred: {type(exc).__name__}: {exc}"))
 
 
 def _route(h: Exchange, method: str, path: str, query: dict[str, str], body: bytes) -> None:
@@ -163,7 +170,10 @@ def _list(h: Exchange, r: Resource, namespace: str | None, query: dict[str, str]
     except SelectorError as exc:
         raise ApiError(400, "BadRequest", str(exc)) from None
     filtered = bool(query.get("labelSelector") or query.get("fieldSelector"))
-    page = paging.list_page(h.server.store, r.key, namespace, query, match, filtered)
+    if query.get("resourceVersionMatch") == "Exact" and query.get("resourceVersion") and not query.get("continue"):
+        page = _exact(h, r, namespace, query, match)
+    else:
+        page = paging.list_page(h.server.store, r.key, namespace, query, match, filtered)
     if _wants_table(h):
         table = printing.table(r.plural, page.items, page.resource_version, time.time())
         table["metadata"] = page.list_meta()
@@ -173,6 +183,18 @@ def _list(h: Exchange, r: Resource, namespace: str | None, query: dict[str, str]
     else:
         items = [_full(r, o) for o in page.items]
     h.send_json(200, {"kind": f"{r.kind}List", "apiVersion": r.group_version, "metadata": page.list_meta(), "items": items})
+
+
+def _exact(h: Exchange, r: Resource, namespace: str | None, query: dict[str, str], match: Any) -> paging.Page:
+    """resourceVersionMatch=Exact: the list as it was at that resourceVersion (410 when the history is gone)."""
+    text = query["resourceVersion"]
+    if not text.isdigit():
+        raise bad_request(f'resourceVersion: Invalid value: "{text}": must be a non-negative integer')
+    items = h.server.store.list_at(r.key, namespace, int(text))
+    if items is None:
+        raise ApiError(410, "Expired", f"too old resource version: {text} ({h.server.store.resource_version})")
+    items = sorted((o for o in items if match(o)), key=paging.key_of)
+    return paging.Page(items, int(text))
 
 
 def _watch(h: Exchange, r: Resource, namespace: str | None, query: dict[str, str]) -> None:
