@@ -13,6 +13,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -830,3 +831,95 @@ def test_an_air_gapped_site_provisioned_this_way_passes_image_mirror_on_the_test
             "/etc/rancher/rke2/registries.yaml": (root / "etc/rancher/rke2/registries.yaml").read_text()}}}}}))
     assert _suite_rule(tmp_path, scenario, AIRGAP_SITE, "suites/gpu_operator/test_image_mirror.py",
                        "ADR-0002.image-mirror") == expected
+
+
+class HelmController:
+    """The test's stand-in for RKE2's helm-controller: once the manifest lands on the server, it replaces the
+    helm-install Job by a new one (new uid) that succeeds or fails, as helm-controller does for a changed chart."""
+
+    def __init__(self, rehearsal: SiteRehearsal, outcome: str) -> None:
+        from kubernetes import client, config as kubeconfig
+
+        self.rehearsal, self.outcome = rehearsal, outcome
+        api = kubeconfig.new_client_from_config(str(rehearsal.kubeconfig_out), context="tirosh-home/rke2/gpu")
+        self.batch, self.core = client.BatchV1Api(api), client.CoreV1Api(api)
+        self.before = self._manifest()
+        self.created: str | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _manifest(self) -> str:
+        return self.rehearsal.ssh("gpu-01", "cat /var/lib/rancher/rke2/server/manifests/gpu-operator.yaml 2>/dev/null || true")
+
+    def _run(self) -> None:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and self._manifest() == self.before:
+            time.sleep(0.5)
+        name, ns = "helm-install-gpu-operator", "kube-system"
+        old = self.batch.read_namespaced_job(name, ns)
+        self.batch.delete_namespaced_job(name, ns)
+        spec = old.spec.to_dict()
+        job = self.batch.create_namespaced_job(ns, {"apiVersion": "batch/v1", "kind": "Job", "metadata": {
+            "name": name, "namespace": ns, "labels": {"helmcharts.helm.cattle.io/chart": "gpu-operator"}},
+            "spec": {"backoffLimit": spec["backoff_limit"], "template": {"spec": {
+                "containers": [{"name": "helm", "image": "rancher/klipper-helm:v0.9.8-build20250709"}],
+                "restartPolicy": "OnFailure"}}}})
+        self.created = job.metadata.uid
+        status = ({"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]} if self.outcome == "succeeded" else
+                  {"failed": 1, "active": 1, "conditions": []})
+        self.batch.patch_namespaced_job_status(name, ns, {"status": status})
+
+
+def _manifest_on(rehearsal: SiteRehearsal) -> str:
+    return rehearsal.ssh("gpu-01", "cat /var/lib/rancher/rke2/server/manifests/gpu-operator.yaml 2>/dev/null || true")
+
+
+def test_gpu_operator_apply_needs_confirm_and_shows_the_adr_warning(rehearsal: SiteRehearsal) -> None:
+    result = rehearsal.make("rke2/gpu/operator/apply")
+    assert result.rc != 0
+    text = " ".join(result.output.split())
+    assert "RKE2's documentation warns that the NVIDIA operator sends containerd a hangup, which restarts RKE2" in text
+    assert "Nothing was applied; run again with CONFIRM=yes (-e gpu_operator_confirm=yes)." in text
+    assert "TASK [Run the suite's host, rke2 and runtime layers" not in result.output and _manifest_on(rehearsal) == ""
+
+
+def test_gpu_operator_apply_refuses_when_the_preflight_fails_naming_the_rule(rehearsal: SiteRehearsal) -> None:
+    rehearsal.ssh("gpu-01", "systemctl stop rke2-server")
+    try:
+        result = rehearsal.make("rke2/gpu/operator/apply", "CONFIRM=yes", timeout=400)
+    finally:
+        rehearsal.ssh("gpu-01", "systemctl start rke2-server")
+    assert result.rc != 0
+    text = " ".join(result.output.split())
+    assert "the layers host, rke2, runtime did not pass: ADR-0001.rke2-service (failed): " in text, text[-3000:]
+    assert "Nothing was applied" in text and _manifest_on(rehearsal) == ""
+
+
+def test_gpu_operator_apply_waits_for_the_job_of_this_apply_and_a_second_run_changes_nothing(rehearsal: SiteRehearsal) -> None:
+    controller = HelmController(rehearsal, "succeeded")
+    first = rehearsal.make("rke2/gpu/operator/apply", "CONFIRM=yes", timeout=400)
+    first.assert_ok()
+    controller.thread.join(timeout=10)
+    assert controller.created and first.changed("gpu-01") == 1, first.output[-3000:]
+    assert yaml.safe_load(_manifest_on(rehearsal)) == yaml.safe_load((SITE / "rke2/gpu-operator.helmchart.yaml").read_text())
+    assert f"uid: {controller.created}" in first.output  # it waited for the new Job, not the earlier one
+    second = rehearsal.make("rke2/gpu/operator/apply", "CONFIRM=yes", timeout=400)
+    second.assert_ok()
+    assert second.changed("gpu-01") == 0
+
+
+def test_gpu_operator_apply_fails_fast_when_the_job_of_this_apply_fails(rehearsal: SiteRehearsal, tmp_path: Path) -> None:
+    chart = yaml.safe_load((SITE / "rke2/gpu-operator.helmchart.yaml").read_text())
+    chart["spec"]["valuesContent"] += "\n# values changed: helm-controller starts a new Job\n"
+    changed = tmp_path / "gpu-operator.helmchart.yaml"
+    changed.write_text(yaml.safe_dump(chart))
+    controller = HelmController(rehearsal, "failed")
+    started = time.monotonic()
+    result = rehearsal.make("rke2/gpu/operator/apply", "CONFIRM=yes", f"ANSIBLE_ARGS=-e gpu_operator_helmchart_src={changed}",
+                            timeout=400)
+    assert result.rc != 0
+    assert controller.created
+    text = " ".join(result.output.split())
+    assert "job kube-system/helm-install-gpu-operator of this apply failed (failed pods: 1); " in text, text[-3000:]
+    assert "(no pod of job helm-install-gpu-operator left to read a log from)" in text or "last 40 lines" in text
+    assert "did not complete within" not in text and time.monotonic() - started < 300
