@@ -94,8 +94,21 @@ def _schema_problems(data: Any, schema: dict, path: Path) -> list[str]:
     problems = []
     for error in sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):
         key = ".".join(str(p) for p in error.absolute_path) or "(top level)"
-        problems.append(f"{path}: {key}: {error.message}")
+        problems.append(f"{path}: {key}: {error.message}{_typo_hint(error)}")
     return problems
+
+
+def _typo_hint(error: jsonschema.ValidationError) -> str:
+    """'; did you mean ...' for keys a schema does not know that are close to ones it does (rke2_cnii)."""
+    if error.validator != "additionalProperties" or not isinstance(error.instance, dict):
+        return ""
+    known = set((error.schema or {}).get("properties") or {})
+    hints = []
+    for unknown in sorted(k for k in error.instance if isinstance(k, str) and k not in known):
+        close = difflib.get_close_matches(unknown, sorted(known), n=1, cutoff=0.75)
+        if close:
+            hints.append(f"{unknown!r} -> {close[0]!r}")
+    return f"; did you mean {', '.join(hints)}?" if hints else ""
 
 
 def _load(path: Path, schema: dict, problems: list[str]) -> Any:

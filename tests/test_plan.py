@@ -267,3 +267,16 @@ def test_an_alias_bomb_inside_values_content_is_refused_naming_the_key(pytester,
     usage_error(pytester.runpytest(*SITE_ARGS),
                 "*gpu-operator.helmchart.yaml: spec.valuesContent: not YAML values: expands to more than 200000 nodes "
                 "through aliases at line * (a YAML alias bomb?)")
+
+
+def test_a_site_key_the_schema_does_not_know_gets_a_did_you_mean(pytester, suite):
+    suite("host", TOUCH)
+    inventory = site_dir(pytester) / "inventory.yml"
+    inventory.write_text(inventory.read_text().replace("dgxspark_gpu: true", "dgxspark_gpus: true"))
+    vars_file = site_dir(pytester) / "rke2" / "vars.yml"
+    vars_file.write_text(vars_file.read_text() + "rke2_tls_sans: [gpu.local]\n")
+    usage_error(pytester.runpytest(*SITE_ARGS),
+                "*rke2/vars.yml: (top level): Additional properties are not allowed ('rke2_tls_sans' was unexpected); "
+                "did you mean 'rke2_tls_sans' -> 'rke2_tls_san'?",
+                "*inventory.yml: all.children.rke2_servers.hosts.gpu-01: 'dgxspark_gpus' does not match any of the "
+                "regexes: '^ansible_[a-z_]+$'; did you mean 'dgxspark_gpus' -> 'dgxspark_gpu'?")
