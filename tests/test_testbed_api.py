@@ -487,6 +487,7 @@ def test_kubectl_explain_reads_the_node_schema(tb: Testbed) -> None:
     out = _kubectl(tb, "explain", "node").stdout
     assert out.startswith("KIND:       Node\nVERSION:    v1\n")
     assert "Node is a worker node in Kubernetes." in out and "spec\t<NodeSpec>" in out
+    assert "metadata\t<ObjectMeta>\n    Standard object's metadata. More info:" in out
     field = _kubectl(tb, "explain", "node.spec.unschedulable").stdout
     assert "FIELD: unschedulable <boolean>" in field and "Unschedulable controls node schedulability" in field
 

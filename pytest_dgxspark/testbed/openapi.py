@@ -35,6 +35,9 @@ MODELS = {"nodes": "V1Node", "namespaces": "V1Namespace", "pods": "V1Pod", "even
           "selfsubjectreviews": "V1SelfSubjectReview"}
 # core types reached first through another group's kinds (a DaemonSet's pod template is core/v1)
 CORE_FIRST = ("V1PodTemplateSpec", "V1PodSpec")
+# the one field description the client's models leave out on every kind (k8s.io/api types.go, each kind's metadata)
+OBJECT_META = ("Standard object's metadata. More info: "
+               "https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata")
 PATCH_TYPES = ("application/apply-patch+yaml", "application/json-patch+json", "application/merge-patch+json",
                "application/strategic-merge-patch+json")
 
@@ -71,9 +74,10 @@ class _Builder:
         for name, field in cls.model_fields.items():
             key = field.serialization_alias or field.alias or name
             schema, optional = self.type_of(field.annotation, package)
-            if field.description:
-                schema = {"allOf": [schema], "description": field.description} if "$ref" in schema else \
-                    {**schema, "description": field.description}
+            description = field.description or (OBJECT_META if key == "metadata" and "ObjectMeta" in str(schema) else None)
+            if description:
+                schema = {"allOf": [schema], "description": description} if "$ref" in schema else \
+                    {**schema, "description": description}
             props[key] = _patch_strategy(cls.__name__, key, schema)
             if not optional:
                 required.append(key)
