@@ -134,7 +134,7 @@ def pytest_dgxspark_results(config: pytest.Config, results: dict[str, Any]) -> N
     if found:
         leaks = [Leak("results.json", kind, source) for kind, source in found]
         _mark_incomplete(config, results, leaks, removed=False)
-    results["redactions"] = redaction.LOG.entries()
+    results["redactions"], _ = scrub_document(redaction.LOG.entries(), redaction.LOG.secrets())
 
 
 def _mark_incomplete(config: pytest.Config, results: dict[str, Any], leaks: list[Leak], removed: bool) -> None:

@@ -35,8 +35,8 @@ class Evidence:
 
     def record(self, label: str, value: Any) -> Any:
         """Store a redacted copy of value under label; returns value unchanged."""
-        self._store.append({"label": redact_text(str(label), f"{self._where}: label"),
-                            "value": redact(value, f"{self._where}: {label}")})
+        clean = redact_text(str(label), f"{self._where}: label")
+        self._store.append({"label": clean, "value": redact(value, f"{self._where}: {clean}")})
         return value
 
     def warn(self, message: str) -> None:

@@ -1,6 +1,8 @@
 """The one redaction layer: every kind of secret a site, a host or a cluster holds, in every text form it comes in."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from pytest_dgxspark import redact as redaction
@@ -111,3 +113,11 @@ def test_a_kubeconfig_ca_is_public_and_kept_while_its_client_key_and_token_go():
         "    certificate-authority-data: LS0tQ0EtcHVibGljLWNlcnQ=\n    token: <redacted>\n")
     redact({"users": [{"user": {"client-key-data": "LS0tcHJpdmF0ZS1rZXk="}}]}, "kubeconfig")
     assert set(redaction.LOG.secrets()) == {"abcdef.0123456789abcdef", "LS0tcHJpdmF0ZS1rZXk="}
+
+
+def test_an_evidence_label_holding_a_secret_is_redacted_before_it_names_a_place_in_the_log():
+    from pytest_dgxspark.evidence import Evidence
+
+    store: list = []
+    Evidence(store, "evidence of t").record("curl -H 'Authorization: Bearer eyJhbGciOiJSUzI1NiJ9.abc.def'", "x")
+    assert "eyJhbGci" not in json.dumps(store) and "eyJhbGci" not in json.dumps(redaction.LOG.entries())
