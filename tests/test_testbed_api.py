@@ -686,6 +686,20 @@ def test_operand_daemonsets_are_controlled_by_the_cluster_policy(tb: Testbed) ->
                    for p in pods)
 
 
+def test_only_the_operators_namespace_gets_its_controller_reference() -> None:
+    from pytest_dgxspark.testbed import bootstrap
+
+    def ds(name: str, ns: str) -> dict[str, Any]:
+        return {"kind": "DaemonSet", "metadata": {"name": name, "namespace": ns, "labels": {"app.kubernetes.io/managed-by": "gpu-operator"}}}
+
+    objects = [{"kind": "ClusterPolicy", "apiVersion": "nvidia.com/v1", "metadata": {"name": "cluster-policy", "uid": "u1"}},
+               {"kind": "Deployment", "metadata": {"name": "gpu-operator", "namespace": "gpu-operator", "labels": {"app": "gpu-operator"}}},
+               ds("nvidia-device-plugin-daemonset", "gpu-operator"), ds("nvidia-device-plugin-daemonset", "kube-system")]
+    bootstrap.controller_marks(objects)
+    assert objects[2]["metadata"]["ownerReferences"][0]["uid"] == "u1"
+    assert "ownerReferences" not in objects[3]["metadata"]
+
+
 def test_pod_logs_per_container_previous_tail_and_limit(tmp_path: Path) -> None:
     scenario = tmp_path / "prev"
     scenario.mkdir()

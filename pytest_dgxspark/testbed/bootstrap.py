@@ -91,10 +91,13 @@ def controller_marks(objects: list[dict[str, Any]]) -> None:
         return
     owner = {"apiVersion": policy.get("apiVersion", "nvidia.com/v1"), "kind": "ClusterPolicy", "name": policy["metadata"]["name"],
              "uid": policy["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
+    # the operator creates its operands in its own namespace only; a look-alike elsewhere stays a stranger
+    operator_ns = next(((o.get("metadata") or {}).get("namespace") for o in objects if o.get("kind") == "Deployment"
+                        and ((o.get("metadata") or {}).get("labels") or {}).get("app") == "gpu-operator"), None)
     for obj in objects:
         md = obj.get("metadata") or {}
         if obj.get("kind") == "DaemonSet" and (md.get("labels") or {}).get("app.kubernetes.io/managed-by") == "gpu-operator" \
-                and not md.get("ownerReferences"):
+                and md.get("namespace") == operator_ns and not md.get("ownerReferences"):
             md["ownerReferences"] = [dict(owner)]
 
 
