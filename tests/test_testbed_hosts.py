@@ -296,6 +296,16 @@ def test_an_eight_gpu_x86_64_h100_host_answers_like_the_captured_one(tmp_path: P
         assert (fabric.returncode, fabric.stdout) == (3, "failed\n")
 
 
+def test_an_h100_with_mig_lists_its_devices_like_the_captured_one(tmp_path: Path, keypair: Path, slot: int) -> None:
+    captured = captures.body("h100-mig-nvidia-smi-L.txt").replace("\r\n", "\n")  # the docs file has CRLF endings
+    lines = captured.splitlines()
+    gpu = {"name": "NVIDIA H100 80GB HBM3", "uuid": lines[0].split("UUID: ")[1].rstrip(")"),
+           "mig": [{"profile": "1g.10gb", "uuid": line.split("UUID: ")[1].rstrip(")")} for line in lines[1:]]}
+    with running({"arch": "x86_64", "gpus": [gpu]}, tmp_path, keypair, slot) as node:
+        assert node.ssh("nvidia-smi -L").stdout == captured
+        assert node.ssh("nvidia-smi --query-gpu=mig.mode.current --format=csv,noheader").stdout == "Enabled\n"
+
+
 def test_driver_not_loaded_fails_like_the_real_driver(tmp_path: Path, keypair: Path, slot: int) -> None:
     with running({"driver": {"loaded": False}}, tmp_path, keypair, slot) as node:
         smi = node.ssh("nvidia-smi")

@@ -91,8 +91,11 @@ def normalize_gpus(gpus: Any, *, seed: str) -> list[dict[str, Any]]:
         full.setdefault("bus_id", _bus_id(gpu["name"], index))
         full.setdefault("uuid", "GPU-" + str(uuid.uuid5(uuid.NAMESPACE_OID, f"{seed}/gpu{index}")))
         full.setdefault("mig", [])
-        if not isinstance(full["mig"], list):
-            raise ValueError(f"gpus[{index}].mig must be a list of MIG profiles (e.g. [1g.10gb, 1g.10gb]), got {full['mig']!r}")
+        if not isinstance(full["mig"], list) or not all(
+                isinstance(m, str) or (isinstance(m, dict) and set(m) <= {"profile", "uuid"} and "profile" in m)
+                for m in full["mig"]):
+            raise ValueError(f"gpus[{index}].mig must be a list of MIG profiles (e.g. [1g.10gb, 1g.10gb]) or of "
+                             f"{{profile, uuid}}, got {full['mig']!r}")
         out.append(full)
     return out
 
