@@ -14,12 +14,16 @@ CPU_VENDOR = {"aarch64": "ARM", "x86_64": "Intel"}
 # Per-product facts a GPU answers with (nvml.h arch enum: 9 Hopper, 10 Blackwell; GFD `internal/lm/resource.go`
 # family from the compute major). memory_mib `not-supported`: NVML_ERROR_NOT_SUPPORTED (GB10's unified memory,
 # gpu-stack-facts §1); H100 80GB HBM3: 81559 MiB total as nvidia-smi reports it (captures/h100-8gpu-nvidia-smi.txt).
+# Products not listed here need their facts in the scenario (memory, compute, arch, family).
 PRODUCTS: dict[str, dict[str, Any]] = {
     "NVIDIA GB10": {"memory": "not-supported", "compute": "12.1", "arch": 10, "family": "blackwell",
                     "brand": "NVIDIA RTX", "architecture": "Blackwell", "mig_capable": False},
     "NVIDIA H100 80GB HBM3": {"memory": 81559, "compute": "9.0", "arch": 9, "family": "hopper",
                               "brand": "NVIDIA", "architecture": "Hopper", "pci_device_id": 0x233010DE, "mig_capable": True,
                               "memory_reserved": 454, "memory_free": 81106, "power_cap": "700W"},
+    # Blackwell data-centre GPU: open kernel modules only, like GB10; 183359 MiB, 1000W (captures/b200-nvidia-smi.txt)
+    "NVIDIA B200": {"memory": 183359, "compute": "10.0", "arch": 10, "family": "blackwell", "brand": "NVIDIA",
+                    "architecture": "Blackwell", "mig_capable": True, "power_cap": "1000W"},
 }
 DEFAULT_PRODUCT = "NVIDIA GB10"
 # The GB10's one GPU as DGX Spark enumerates it (gpu-stack-facts §1: NVML bus id 0000000F:01:00.0).
