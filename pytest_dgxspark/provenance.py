@@ -19,7 +19,7 @@ SMI_TIMEOUT_S = 30
 HOST_FACTS = (OS_RELEASE, DGX_RELEASE, KERNEL, ARCH, DRIVER_VERSION_FILE)
 CLUSTER_KINDS = ("nodes", "namespaces", "daemonsets", "deployments", "helmcharts")
 
-_CUDA = re.compile(r"CUDA Version:\s*([0-9.]+)")
+_CUDA = re.compile(r"CUDA (?:UMD )?Version:\s*([0-9.]+)")  # R610+ prints "CUDA UMD Version" (captures/b200-nvidia-smi.txt)
 
 
 def prefetch(hosts: list[Any], cluster: Any | None) -> None:

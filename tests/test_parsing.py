@@ -298,3 +298,11 @@ def test_api_endpoints_match_by_address_and_port():
     assert not p.same_endpoint("https://10.0.0.5:6443", "https://10.0.0.6:6443")
     assert not p.same_endpoint("https://10.0.0.5:6443", "https://10.0.0.5:9345")
     assert p.addresses_of("10.0.0.5") == {"10.0.0.5"}
+
+
+@pytest.mark.parametrize(("name", "cuda"), [("gb10-nvidia-smi.txt", "13.0"), ("h100-8gpu-nvidia-smi.txt", "12.7"),
+                                            ("b200-nvidia-smi.txt", "13.3")])
+def test_provenance_reads_the_cuda_version_of_every_captured_header(name: str, cuda: str) -> None:
+    from pytest_dgxspark import provenance
+
+    assert provenance._CUDA.search(_capture(name)).group(1) == cuda  # R610 says "CUDA UMD Version"

@@ -299,10 +299,11 @@ def test_an_eight_gpu_x86_64_h100_host_answers_like_the_captured_one(tmp_path: P
 def test_a_b200_node_is_shaped_like_the_captured_one(tmp_path: Path, keypair: Path, slot: int) -> None:
     gpus = [{"name": "NVIDIA B200", "bus_id": "00000000:63:00.0", "temperature": 26, "power_draw": "139W", "memory_used": 0},
             {"name": "NVIDIA B200", "bus_id": "00000000:68:00.0", "temperature": 30, "power_draw": "142W", "memory_used": 0}]
-    with running({"arch": "x86_64", "gpus": gpus, "driver": {"version": "610.43.02"}}, tmp_path, keypair, slot) as node:
+    spec = {"arch": "x86_64", "gpus": gpus, "driver": {"version": "610.43.02"}, "cuda_version": "13.3"}
+    with running(spec, tmp_path, keypair, slot) as node:
         rows = node.ssh("nvidia-smi").stdout.splitlines()
         captured = captures.body("b200-nvidia-smi.txt").splitlines()
-        assert rows[8:15] == captured[8:15]  # both GPUs' rows and the separator, byte for byte
+        assert rows[1:15] == captured[1:15]  # R610's KMD/CUDA UMD header, both GPUs' rows, byte for byte
         csv = node.ssh("nvidia-smi --query-gpu=memory.total,compute_cap,power.limit --format=csv,noheader").stdout
         assert csv == "183359 MiB, 10.0, 1000.00 W\n183359 MiB, 10.0, 1000.00 W\n"
 
