@@ -12,14 +12,13 @@ from pytest_dgxspark.outcome import (
 )
 from pytest_dgxspark.plan import listing_rules, plan_key, resolve
 from pytest_dgxspark.results import ResultsNotWritten, build_results, results_key, run_info, write_results
-from pytest_dgxspark.rules import LAYERS, CatalogError, load_catalog
+from pytest_dgxspark.rules import LAYERS, CatalogError, catalog_key, load_catalog
 from pytest_dgxspark.runstate import (
     RunState, coverage_problems, is_active, item_rule, load_run, record_from_reports, state_key, transport_fault,
 )
 from pytest_dgxspark.scope import scope_of
 from pytest_dgxspark.targets import targets_key
 
-catalog_key = pytest.StashKey["object"]()
 # the redaction of every report, log and metadata bound for the bundle, and the bundle's byte scan
 pytest_plugins = ["pytest_dgxspark.bundleguard"]
 

@@ -7,6 +7,8 @@ from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from pytest_dgxspark.yamlload import load_yaml
 
 CATALOG_DIR = Path(__file__).parent / "catalog"
@@ -206,3 +208,20 @@ def load_catalog(paths: Iterable[Path] | None = None) -> Catalog:
     if problems:
         raise CatalogError("rule catalog is invalid:\n  " + "\n  ".join(problems))
     return Catalog(rules=rules)
+
+
+# The one catalog of a run, shared by the plugin core and the report (loaded once in pytest_configure).
+catalog_key = pytest.StashKey[Catalog]()
+
+
+def run_catalog(config: pytest.Config) -> Catalog:
+    """The run's catalog (config.stash[catalog_key]), loaded on first use when the core has not loaded it."""
+    if catalog_key not in config.stash:
+        config.stash[catalog_key] = load_catalog()
+    return config.stash[catalog_key]
+
+
+def rule_of(item: pytest.Item) -> str | None:
+    """The rule id of a test item (its closest `rule` marker), or None: the one rule lookup of plugin and report."""
+    marker = item.get_closest_marker("rule")
+    return str(marker.args[0]) if marker is not None and marker.args else None

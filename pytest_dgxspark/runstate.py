@@ -12,7 +12,7 @@ from pytest_dgxspark.outcome import (
     TargetError, TargetFault, TestRecord, Waiver, blocked_by_key, not_applicable_key, rule_status, target_fault_key,
 )
 from pytest_dgxspark.plan import RunPlan, is_active  # noqa: F401 - is_active is imported from here too
-from pytest_dgxspark.rules import Catalog
+from pytest_dgxspark.rules import Catalog, rule_of
 from pytest_dgxspark.site import Site
 from pytest_dgxspark.targets import Targets, site_targets, testbed_targets
 
@@ -46,8 +46,8 @@ class RunState:
 
 
 def item_rule(item: pytest.Item) -> str | None:
-    marker = item.get_closest_marker("rule")
-    return str(marker.args[0]) if marker and marker.args else None
+    """The rule id of a test item (rules.rule_of, the one lookup of plugin and report)."""
+    return rule_of(item)
 
 
 def in_suites(item: pytest.Item) -> bool:

@@ -9,14 +9,14 @@ import pytest
 
 from pytest_dgxspark.report.summary import LAYERS
 
-_catalog_key = pytest.StashKey[dict]()
 _COLUMNS = (("rule", "Rule"), ("layer", "Layer"), ("severity", "Severity"))
 
 
 def rule_of(item: pytest.Item) -> str | None:
-    """The rule id of a test item (its closest `rule` marker), or None."""
-    marker = item.get_closest_marker("rule")
-    return str(marker.args[0]) if marker is not None and marker.args else None
+    """The rule id of a test item (its closest `rule` marker), or None: the core's one lookup."""
+    from pytest_dgxspark.rules import rule_of as core_rule_of
+
+    return core_rule_of(item)
 
 
 def add_rule_property(item: pytest.Item) -> None:
@@ -27,14 +27,13 @@ def add_rule_property(item: pytest.Item) -> None:
 
 
 def _catalog(config: pytest.Config) -> dict[str, Any]:
-    if _catalog_key not in config.stash:
-        try:
-            from pytest_dgxspark.rules import load_catalog
+    """The run's one catalog (the core's), as id -> Rule."""
+    try:
+        from pytest_dgxspark.rules import run_catalog
 
-            config.stash[_catalog_key] = dict(load_catalog().rules)
-        except Exception:  # noqa: BLE001 - the catalog's own errors are reported by the core
-            config.stash[_catalog_key] = {}
-    return config.stash[_catalog_key]
+        return dict(run_catalog(config).rules)
+    except Exception:  # noqa: BLE001 - the catalog's own errors are reported by the core
+        return {}
 
 
 def layer_sort_key(layer: str) -> str:
