@@ -874,3 +874,28 @@ def test_a_testbed_bug_answers_500_internal_error_never_a_dropped_connection(cap
     assert h.sent[1]["reason"] == "InternalError"
     assert h.sent[1]["message"] == "Internal error occurred: RuntimeError: store exploded"
     assert "store exploded" in capsys.readouterr().err  # the traceback goes to apiserver-<cluster>.log
+
+
+def test_node_leases_are_renewed_only_while_the_kubelet_reports() -> None:
+    import threading
+
+    from pytest_dgxspark.testbed import bootstrap, store
+
+    s = store.Store()
+    nodes = [{"metadata": {"name": name, "uid": name}, "status": {"conditions": [
+        {"type": "Ready", "status": status, "lastHeartbeatTime": "2026-11-29T08:00:00Z"}]}} for name, status in
+        (("alive", "True"), ("cni-down", "False"), ("gone", "Unknown"))]
+    for node in nodes:
+        s.put("/nodes", node)
+    leases = {l["metadata"]["name"]: l for l in bootstrap.leases(nodes, time.time()) if l["metadata"]["namespace"] == "kube-node-lease"}
+    assert leases["gone"]["spec"]["renewTime"] == "2026-11-29T08:00:00.000000Z"  # stale since the last heartbeat
+    for lease in leases.values():
+        s.put("coordination.k8s.io/leases", lease)
+    before = {n: l["spec"]["renewTime"] for n, l in leases.items()}
+    stop = threading.Event()
+    threading.Thread(target=bootstrap.renew_node_leases, args=(s, stop, 0.05), daemon=True).start()
+    time.sleep(1.2)
+    stop.set()
+    after = {n: s.get("coordination.k8s.io/leases", "kube-node-lease", n)["spec"]["renewTime"] for n in leases}
+    assert after["gone"] == before["gone"]
+    assert after["alive"] > before["alive"] and after["cni-down"] > before["cni-down"]

@@ -67,6 +67,7 @@ class Server(ThreadingHTTPServer):
             if not r.builtin:
                 self.store.put("apiextensions.k8s.io/customresourcedefinitions", resources.crd(r), event=False)
         threading.Thread(target=openapi.v3_document, args=("api/v1", self.settings.get("version", "")), daemon=True).start()
+        threading.Thread(target=bootstrap.renew_node_leases, args=(self.store, self.dead), daemon=True).start()
 
     def server_bind(self) -> None:
         """Bind without HTTPServer's reverse DNS lookup (socket.getfqdn), which hangs in a netns without DNS."""

@@ -3,6 +3,7 @@ Leases, controllers' marks (Job selectors, mirror pods, operand owners), and the
 
 from __future__ import annotations
 
+import calendar
 import hashlib
 import time
 import uuid
@@ -43,16 +44,46 @@ def leases(nodes: list[dict[str, Any]], now: float) -> list[dict[str, Any]]:
     out = []
     for node in nodes:
         md = node["metadata"]
+        renewed = now if kubelet_alive(node) else (_stamp(_ready(node).get("lastHeartbeatTime")) or now - 2 * 86400)
         out.append({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                     "metadata": _meta(md["name"], "kube-node-lease", ownerReferences=[
                         {"apiVersion": "v1", "kind": "Node", "name": md["name"], "uid": md.get("uid", "")}]),
-                    "spec": {"holderIdentity": md["name"], "leaseDurationSeconds": 40, "renewTime": _micro(now)}})
+                    "spec": {"holderIdentity": md["name"], "leaseDurationSeconds": 40, "renewTime": _micro(renewed)}})
     holder = nodes[0]["metadata"]["name"] if nodes else ""
     for name in LEADERS:
         out.append({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": _meta(name, "kube-system"),
                     "spec": {"holderIdentity": f"{holder}_{uuid.uuid4()}", "leaseDurationSeconds": 15, "leaseTransitions": 0,
                              "acquireTime": _micro(now - 2 * 86400), "renewTime": _micro(now)}})
     return out
+
+
+def _ready(node: dict[str, Any]) -> dict[str, Any]:
+    return next((c for c in (node.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), {})
+
+
+def kubelet_alive(node: dict[str, Any]) -> bool:
+    """Whether the node's kubelet still reports (Ready is True or False, not Unknown: "Kubelet stopped posting")."""
+    return _ready(node).get("status", "True") != "Unknown"
+
+
+def _stamp(text: str | None) -> float | None:
+    if not text:
+        return None
+    try:
+        return float(calendar.timegm(time.strptime(text[:19], "%Y-%m-%dT%H:%M:%S")))
+    except ValueError:
+        return None
+
+
+def renew_node_leases(store: Any, stop: Any, every_s: float = 10.0) -> None:
+    """The kubelets' heartbeat: renew `kube-node-lease/<node>` every 10 s for each node whose kubelet is alive."""
+    while not stop.wait(every_s):
+        nodes, _ = store.list("/nodes")
+        for node in nodes:
+            if kubelet_alive(node):
+                now = _micro(time.time())
+                store.update("coordination.k8s.io/leases", "kube-node-lease", node["metadata"]["name"],
+                             lambda lease, now=now: lease.setdefault("spec", {}).update({"renewTime": now}))
 
 
 def _micro(when: float) -> str:
