@@ -14,10 +14,7 @@ from pytest_dgxspark.redact import REDACTED, SECRET_KEY, redact_args, redact_tex
 from pytest_dgxspark.results import DIR_MODE, FILE_MODE, write_atomic
 from pytest_dgxspark.secretscan import Leak, scan_bundle, scrub_document
 
-try:  # the exit status of an INCOMPLETE run (README "Exit status"), owned by the closing module once it lands
-    from pytest_dgxspark.closing import EXIT_INCOMPLETE
-except ImportError:  # pragma: no cover - before it lands
-    EXIT_INCOMPLETE = 8  # pytest keeps 0-5, and 6 for --max-warnings since pytest 9
+from pytest_dgxspark.closing import EXIT_INCOMPLETE  # the exit status of an INCOMPLETE run (README "Exit status")
 
 session_key = pytest.StashKey[pytest.Session]()
 leaks_key = pytest.StashKey[list]()

@@ -6,7 +6,7 @@ import stat
 
 import pytest
 
-from pytest_dgxspark.bundleguard import EXIT_INCOMPLETE
+from pytest_dgxspark.closing import EXIT_INCOMPLETE
 
 SITE_ARGS = ("--site", "sites/tirosh-home", "--report-dir", "out", "-p", "no:cacheprovider")
 PASSING = "@pytest.mark.rule('ADR-0002.host-driver')\ndef test_driver(evidence):\n    evidence.record('x', 1)\n"
