@@ -17,6 +17,7 @@ _ERRORISH = re.compile(r"\b(error|fatal|failed|panic|not supported|exec format|n
 _DEVICE_PLUGIN_GB10 = "error getting device memory: Not Supported"
 _DEVICE_PLUGIN_FLOOR = (0, 17, 4)
 _EXEC_FORMAT = "exec format error"
+_INOTIFY = "too many open files"  # gpu-stack-facts F27, rke2-provisioning-facts: validator pods on RKE2
 
 
 @dataclass(frozen=True)
@@ -184,6 +185,10 @@ def known_floors(story: PodStory) -> list[str]:
             found.append(f"GB10 needs device plugin v0.17.4 or later{runs} (older ones crash with 'error getting device "
                          "memory: Not Supported', gpu-stack-facts F19): drop the devicePlugin.version override and use "
                          "the image GPU Operator v26.3.2 ships")
+    if _INOTIFY in text and "fsnotify" in text:
+        found.append("'failed to create fsnotify watcher: too many open files': the node's inotify limits are "
+                     "exhausted; set fs.inotify.max_user_instances=8192 and fs.inotify.max_user_watches=524288 in "
+                     "/etc/sysctl.d/99-inotify.conf (RKE2 docs, gpu-stack-facts F27)")
     if _EXEC_FORMAT in text:
         found.append(f"'exec format error': the image {', '.join(story.images)} has no build for this node's "
                      "architecture (a DGX Spark is arm64); use a multi-arch or arm64 image (gpu-stack-facts F25)")

@@ -27,15 +27,22 @@ def _difference(key: str, found: dict[str, Any]) -> str:
         site, live = found["site"], found["live"]
         paths = sorted(_changed_paths(site, live))
         return "spec.valuesContent differs at " + ", ".join(
-            f"{p} (site {_at(site, p)!r}, live {_at(live, p)!r})" for p in paths[:6])
+            f"{p} (site {_shown(_at(site, p))}, live {_shown(_at(live, p))})" for p in paths[:6])
     return f"spec.{key} is {found['live']!r} live, {found['site']!r} in the site"
 
 
 def _changed_paths(a: Any, b: Any, prefix: str = "") -> list[str]:
-    if isinstance(a, dict) and isinstance(b, dict):
+    if isinstance(a, dict) or isinstance(b, dict):
+        if not isinstance(a, (dict, type(None))) or not isinstance(b, (dict, type(None))):
+            return [prefix or "(root)"]
+        a, b = a or {}, b or {}
         return [p for k in sorted(set(a) | set(b), key=str)
                 for p in _changed_paths(a.get(k), b.get(k), f"{prefix}{'.' if prefix else ''}{k}")]
     return [] if a == b else [prefix or "(root)"]
+
+
+def _shown(value: Any) -> str:
+    return "unset" if value is None else repr(value)
 
 
 def _at(values: Any, path: str) -> Any:
