@@ -701,7 +701,13 @@ def rehearsal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SiteRehearsa
     from pytest_dgxspark.testbed.orchestrator import Testbed
 
     directory = tmp_path_factory.mktemp("rehearsal")
-    tb = Testbed("two-node", directory / "tb")
+    scenario = directory / "scenario"
+    scenario.mkdir()
+    # a server and an agent; the Argo CD management cluster does not know this cluster yet
+    (scenario / "scenario.yaml").write_text(yaml.safe_dump({
+        "description": "two-node, not yet registered in Argo CD", "extends": "two-node",
+        "management": {"registered": False}}))
+    tb = Testbed(scenario, directory / "tb")
     tb.up()
     try:
         state = json.loads((tb.directory / "state.json").read_text())
@@ -710,6 +716,14 @@ def rehearsal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SiteRehearsa
                              {h["name"]: Path(h["node_dir"]) for h in state["hosts"]},
                              {h["name"]: h["address"] for h in state["hosts"]})
         _rke2_first_start(tb, site)
+        # the operator's own kubeconfig already holds the management (k3s) context, as at a real site
+        config = yaml.safe_load(tb.kubeconfig.read_text())
+        mgmt = tb.contexts["management"]
+        site.kubeconfig_out.parent.mkdir()
+        site.kubeconfig_out.write_text(yaml.safe_dump({
+            "apiVersion": "v1", "kind": "Config", "preferences": {}, "current-context": mgmt,
+            **{kind: [e for e in config[kind] if e["name"] == mgmt] for kind in ("clusters", "users", "contexts")}}))
+        site.kubeconfig_out.chmod(0o600)
         yield site
     finally:
         tb.down()
@@ -923,3 +937,73 @@ def test_gpu_operator_apply_fails_fast_when_the_job_of_this_apply_fails(rehearsa
     assert "job kube-system/helm-install-gpu-operator of this apply failed (failed pods: 1); " in text, text[-3000:]
     assert "(no pod of job helm-install-gpu-operator left to read a log from)" in text or "last 40 lines" in text
     assert "did not complete within" not in text and time.monotonic() - started < 300
+
+
+class TokenController:
+    """The test's stand-in for the token controller of RKE2's kube-controller-manager: fills the argocd-manager
+    service-account-token Secret with a token the cluster's API accepts and its CA."""
+
+    def __init__(self, rehearsal: SiteRehearsal) -> None:
+        from kubernetes import client, config as kubeconfig
+
+        api = kubeconfig.new_client_from_config(str(rehearsal.kubeconfig_out), context="tirosh-home/rke2/gpu")
+        self.core = client.CoreV1Api(api)
+        pki = rehearsal.directory / "pki"
+        self.token = json.loads((pki / "workload-tokens.json").read_text())["tokens"][0]
+        self.ca = (pki / "workload-ca.crt").read_bytes()
+        self.filled = False
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        from kubernetes.client.rest import ApiException
+
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            try:
+                self.core.read_namespaced_secret("argocd-manager-long-lived-token", "kube-system")
+            except ApiException:
+                time.sleep(0.3)
+                continue
+            import base64
+
+            self.core.patch_namespaced_secret("argocd-manager-long-lived-token", "kube-system", {"data": {
+                "token": base64.b64encode(self.token.encode()).decode(), "ca.crt": base64.b64encode(self.ca).decode(),
+                "namespace": base64.b64encode(b"kube-system").decode()}})
+            self.filled = True
+            return
+
+
+def _suite_rules(rehearsal: SiteRehearsal, tmp_path: Path, target: str) -> dict[str, str]:
+    proc = subprocess.run([sys.executable, "-m", "pytest", target, "--site", str(SITE), "--report-dir", str(tmp_path / "r"),
+                           "--dgxspark-kubeconfig", str(rehearsal.kubeconfig_out),
+                           "--dgxspark-inventory", str(rehearsal.directory / "inventory.yml"),
+                           "--dgxspark-ssh-config", str(rehearsal.directory / "ssh_config"), "-p", "no:cacheprovider", "-q"],
+                          cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
+    results = tmp_path / "r" / "latest" / "results.json"
+    assert results.is_file(), proc.stdout[-3000:] + proc.stderr[-2000:]
+    return {r["id"]: r["status"] for r in json.loads(results.read_text())["rules"]}
+
+
+def test_argocd_register_adds_the_cluster_secret_and_a_second_run_changes_nothing(rehearsal: SiteRehearsal,
+                                                                                    tmp_path: Path) -> None:
+    assert _suite_rules(rehearsal, tmp_path / "before", "suites/gitops")["ADR-0001.argocd-registered"] == "failed"
+    controller = TokenController(rehearsal)
+    first = rehearsal.make("rke2/argocd/register")
+    first.assert_ok()
+    assert controller.filled and first.changed("gpu-01") == 2, first.output[-3000:]  # the RBAC loop, the cluster Secret
+    from kubernetes import client, config as kubeconfig
+    import base64
+
+    mgmt = client.CoreV1Api(kubeconfig.new_client_from_config(str(rehearsal.kubeconfig_out), context="tirosh-home/k3s/argocd"))
+    secret = mgmt.read_namespaced_secret("cluster-tirosh-home-rke2-gpu", "argocd")
+    data = {k: base64.b64decode(v).decode() for k, v in secret.data.items()}
+    assert secret.metadata.labels == {"argocd.argoproj.io/secret-type": "cluster"}
+    assert (data["name"], data["server"]) == ("tirosh-home-rke2-gpu", f"https://{rehearsal.addresses['gpu-01']}:6443")
+    assert json.loads(data["config"]) == {"bearerToken": controller.token, "tlsClientConfig": {
+        "insecure": False, "caData": base64.b64encode(controller.ca).decode()}}
+    assert controller.token not in first.output
+    second = rehearsal.make("rke2/argocd/register")
+    second.assert_ok()
+    assert second.changed("gpu-01") == 0, second.output[-3000:]
+    assert _suite_rules(rehearsal, tmp_path / "after", "suites/gitops")["ADR-0001.argocd-registered"] == "passed"

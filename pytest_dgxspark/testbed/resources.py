@@ -65,6 +65,9 @@ RESOURCES = (
     Resource("apps", "v1", "replicasets", "replicaset", "ReplicaSet", True, ("rs",)),
     Resource("batch", "v1", "jobs", "job", "Job", True),
     Resource("coordination.k8s.io", "v1", "leases", "lease", "Lease", True),
+    # what `make rke2/argocd/register` writes on the cluster (argocd-manager's ClusterRole and binding)
+    Resource("rbac.authorization.k8s.io", "v1", "clusterroles", "clusterrole", "ClusterRole", False),
+    Resource("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "clusterrolebinding", "ClusterRoleBinding", False),
     Resource("authorization.k8s.io", "v1", "selfsubjectaccessreviews", "selfsubjectaccessreview", "SelfSubjectAccessReview",
              False, virtual=True),
     Resource("authorization.k8s.io", "v1", "selfsubjectrulesreviews", "selfsubjectrulesreview", "SelfSubjectRulesReview",
