@@ -1,8 +1,10 @@
-"""`make bench`: the suite against a 1-node and a 16-node testbed; wall-time ratio, API lists per kind, SSH connections."""
+"""`make bench`: the suite against 1, 4, 16 and 32 simulated nodes with round-trip latency on every SSH command and API
+request; a table of wall time, API requests by verb and kind, SSH connections and commands per host."""
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -13,14 +15,18 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
+NODE_COUNTS = (1, 4, 16, 32)
+LATENCY_MS = 20  # a LAN round trip plus sshd's session start, or an API request through a load balancer
+COMMAND_COUNTER = "run/dgxspark-testbed-commands"  # the testbed's SSH session wrapper counts commands there
 
 
-def scenario_dir(root: Path, nodes: int, latency_ms: int = 20) -> Path:
+def scenario_dir(root: Path, nodes: int, latency_ms: int = LATENCY_MS, api_latency_ms: int = LATENCY_MS) -> Path:
     """A scenario extending `healthy` with nodes gpu-02..gpu-NN as DGX Spark agents; every SSH command on every node
-    starts `latency_ms` late (host fault `latency_ms`: a LAN round trip plus sshd's session start)."""
+    starts `latency_ms` late (host fault `latency_ms`), every API request `api_latency_ms` late (cluster fault)."""
     directory = root / f"bench-{nodes}"
     directory.mkdir(parents=True)
-    faults = {"faults": {"latency_ms": latency_ms}} if latency_ms else {}
+    # faults always set (latency 0 included): the session wrapper that counts commands runs only on hosts with faults
+    faults = {"faults": {"latency_ms": latency_ms}}
     extra = {
         f"gpu-{i:02d}": {"role": "agent", "gpu": True, "model": "dgx-spark",
                          "host": {"hostname": f"gpu-{i:02d}", **faults}}
@@ -29,41 +35,73 @@ def scenario_dir(root: Path, nodes: int, latency_ms: int = 20) -> Path:
     extra["gpu-01"] = {"host": dict(faults)}
     doc = {"description": f"benchmark: {nodes} DGX Spark nodes", "extends": "healthy", "nodes": extra,
            "expect": {"rules": {}, "root_causes": []}}
+    if api_latency_ms:
+        doc["cluster"] = {"faults": {"latency_ms": api_latency_ms}}
     (directory / "scenario.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
     return directory
 
 
-def lists_per_kind(requests: list[dict]) -> Counter:
-    """LIST requests (GET on a collection, not a watch) per resource of the workload cluster.
-
-    The CUDA sample's own namespace is left out: its pods are created, watched and read there on purpose.
-    """
-    counts: Counter = Counter()
-    for req in requests:
-        if req.get("cluster", "workload") != "workload" or req.get("method") != "GET":
-            continue
-        query = req.get("query") or ""
+def verb_and_kind(req: dict) -> tuple[str, str] | None:
+    """('LIST', 'pods'), ('GET', 'nodes'), ('WATCH', 'pods'), ('CREATE', 'namespaces'), ... of one recorded request of
+    the workload cluster; None for discovery, /version and /openapi. The CUDA sample's own namespace is its own kind
+    (`cuda-sample/<kind>`): its pods are created, watched and read there on purpose."""
+    if req.get("cluster", "workload") != "workload":
+        return None
+    parts = [p for p in req["path"].split("/") if p]
+    # /api/v1/<kind>[/<name>[/<sub>]], /api/v1/namespaces/<ns>/<kind>[...], /apis/<g>/<v>/... the same
+    if parts[:1] == ["api"] and len(parts) >= 3:
+        rest = parts[2:]
+    elif parts[:1] == ["apis"] and len(parts) >= 4:
+        rest = parts[3:]
+    else:
+        return None
+    prefix = ""
+    if rest[:1] == ["namespaces"] and len(rest) >= 3:
+        if rest[1].startswith("dgxspark-cuda-"):
+            prefix = "cuda-sample/"
+        rest = rest[2:]
+    kind = prefix + rest[0] + (f"/{rest[2]}" if len(rest) >= 3 else "")
+    query = req.get("query") or ""
+    if kind == "namespaces" and "managed-by%3Dpytest-dgxspark" in query.replace("=", "%3D"):
+        kind = "cuda-sample/namespaces"  # the CUDA sample looking for other runs' namespaces: fresh on purpose
+    method = req.get("method", "GET")
+    if method == "GET":
         if "watch=true" in query or "watch=1" in query:
-            continue
-        parts = [p for p in req["path"].split("/") if p]
-        # /api/v1/<kind>, /api/v1/namespaces/<ns>/<kind>, /apis/<g>/<v>/<kind>, /apis/<g>/<v>/namespaces/<ns>/<kind>
-        core = parts[:1] == ["api"]
-        rest = parts[2:] if core else parts[3:]
-        if rest[:1] == ["namespaces"] and len(rest) >= 3:
-            if rest[1].startswith("dgxspark-cuda-"):
-                continue  # the CUDA sample's own namespace: the one place the suite writes and watches
-            rest = rest[2:]
-        if len(rest) == 1 and rest[0] != "namespaces" or rest == ["namespaces"]:
-            counts[rest[0]] += 1
-    return counts
+            verb = "WATCH"
+        else:
+            verb = "LIST" if len(rest) == 1 else "GET"
+    else:
+        verb = {"POST": "CREATE", "PUT": "UPDATE"}.get(method, method)
+    return verb, kind
 
 
-def run(nodes: int, work: Path, latency_ms: int = 20) -> dict:
+def requests_by_verb_kind(requests: list[dict]) -> Counter:
+    """Recorded requests counted by (verb, kind)."""
+    return Counter(vk for vk in map(verb_and_kind, requests) if vk is not None)
+
+
+def lists_per_kind(requests: list[dict]) -> Counter:
+    """LIST requests per resource of the workload cluster, the CUDA sample's own namespace left out."""
+    return Counter({kind: n for (verb, kind), n in requests_by_verb_kind(requests).items()
+                    if verb == "LIST" and not kind.startswith("cuda-sample/")})
+
+
+def commands_run(node_dir: Path) -> int | None:
+    """SSH commands the node's session wrapper counted (read through its PID 1's root; None when unknown)."""
+    try:
+        info = json.loads((node_dir / "host.json").read_text())
+        return int((Path(f"/proc/{info['init_pid']}/root") / COMMAND_COUNTER).read_text().strip() or 0)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def run(nodes: int, work: Path, latency_ms: int = LATENCY_MS, api_latency_ms: int = LATENCY_MS) -> dict:
     from pytest_dgxspark.testbed import Testbed
     from pytest_dgxspark.testbed.hosts import ssh_connection_count
 
-    scenario = scenario_dir(work, nodes, latency_ms)
+    scenario = scenario_dir(work, nodes, latency_ms, api_latency_ms)
     tb_dir = work / f"tb-{nodes}"
+    load = os.getloadavg()[0]
     with Testbed(scenario, tb_dir) as testbed:
         started = time.monotonic()
         proc = subprocess.run(
@@ -74,33 +112,70 @@ def run(nodes: int, work: Path, latency_ms: int = 20) -> dict:
             cwd=REPO, capture_output=True, text=True, timeout=900,
         )
         wall = time.monotonic() - started
-        conns = {d.name: ssh_connection_count(d) for d in sorted((tb_dir / "nodes").iterdir())}
-        lists = lists_per_kind(testbed.requests())
+        node_dirs = sorted((tb_dir / "nodes").iterdir())
+        conns = {d.name: ssh_connection_count(d) for d in node_dirs}
+        commands = {d.name: commands_run(d) for d in node_dirs}
+        requests = testbed.requests()
     results = json.loads((work / f"reports-{nodes}" / "latest" / "results.json").read_text())
-    return {"nodes": nodes, "wall_s": wall, "exit": proc.returncode, "verdict": results["verdict"],
-            "ssh_conns": conns, "lists": dict(lists),
+    return {"nodes": nodes, "wall_s": wall, "exit": proc.returncode, "verdict": results["verdict"], "load": load,
+            "ssh_conns": conns, "ssh_commands": commands, "lists": dict(lists_per_kind(requests)),
+            "requests": requests_by_verb_kind(requests),
             "failed": [ln for ln in proc.stdout.splitlines() if ln.startswith(("FAILED", "ERROR"))]}
+
+
+def _max(values: object) -> int:
+    return max([v for v in values if v is not None] or [0])  # type: ignore[union-attr]
+
+
+def table(runs: list[dict]) -> list[str]:
+    """The benchmark table, one line per node count, then the API requests of each run by verb and kind."""
+    lines = [f"{'nodes':>5} {'wall s':>7} {'ratio':>6} {'load':>5} {'verdict':<10} {'API reqs':>8} {'LIST max':>8} "
+             f"{'ssh conns/host':>14} {'ssh cmds/host':>13}"]
+    base = runs[0]["wall_s"]
+    for r in runs:
+        lines.append(f"{r['nodes']:>5} {r['wall_s']:>7.1f} {r['wall_s'] / base:>6.2f} {r['load']:>5.1f} {r['verdict']:<10} "
+                     f"{sum(r['requests'].values()):>8} {_max(r['lists'].values()):>8} "
+                     f"{_max(r['ssh_conns'].values()):>14} {_max(r['ssh_commands'].values()):>13}")
+    for r in runs:
+        by = ", ".join(f"{verb} {kind} {n}" for (verb, kind), n in sorted(r["requests"].items()))
+        lines.append(f"{r['nodes']:>2} node(s) API requests: {by}")
+    return lines
+
+
+def summary_line(runs: list[dict], nodes: int = 16) -> str:
+    """The last line (DESIGN.md contract): node count, wall ratio to one node, the worst LIST count and SSH count."""
+    one = next(r for r in runs if r["nodes"] == 1)
+    many = next((r for r in runs if r["nodes"] == nodes), runs[-1])
+    ratio = many["wall_s"] / one["wall_s"]
+    lists_max = _max(v for r in runs for v in r["lists"].values())
+    conns_max = _max(v for r in runs for v in r["ssh_conns"].values())
+    cmds = _max(v for r in runs for v in r["ssh_commands"].values())
+    return (f"bench: nodes={many['nodes']} wall_ratio_16_1={ratio:.2f} lists_per_kind_max={lists_max} "
+            f"ssh_conns_per_host={conns_max} ssh_cmds_per_host_max={cmds} ssh_cmds_one_node={_max(one['ssh_commands'].values())} "
+            f"latency_ms={one.get('latency_ms', LATENCY_MS)}")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pytest_dgxspark.bench", description=__doc__)
-    parser.add_argument("--nodes", type=int, default=16)
-    parser.add_argument("--ssh-latency-ms", type=int, default=20, help="delay of every SSH command (host fault latency_ms)")
+    parser.add_argument("--nodes", default=",".join(map(str, NODE_COUNTS)),
+                        help="node counts to run, comma separated (1 is always run first; default 1,4,16,32)")
+    parser.add_argument("--ssh-latency-ms", type=int, default=LATENCY_MS, help="delay of every SSH command (host fault)")
+    parser.add_argument("--api-latency-ms", type=int, default=LATENCY_MS, help="delay of every API request (cluster fault)")
     args = parser.parse_args(argv)
+    counts = sorted({1, *(int(n) for n in str(args.nodes).split(",") if n.strip())})
+    runs = []
     with tempfile.TemporaryDirectory(prefix="dgxspark-bench-") as tmp:
-        work = Path(tmp)
-        one = run(1, work, args.ssh_latency_ms)
-        many = run(args.nodes, work, args.ssh_latency_ms)
-    for r in (one, many):
-        print(f"bench: {r['nodes']:>2} node(s): {r['wall_s']:.1f} s, exit {r['exit']}, lists {r['lists']}, "
-              f"ssh connections {r['ssh_conns']}")
-        for line in r["failed"]:
-            print(f"bench:   {line}")
-    ratio = many["wall_s"] / one["wall_s"]
-    lists_max = max([*one["lists"].values(), *many["lists"].values(), 0])
-    conns_max = max([*one["ssh_conns"].values(), *many["ssh_conns"].values(), 0])
-    print(f"bench: nodes={args.nodes} ssh_latency_ms={args.ssh_latency_ms} wall_ratio_16_1={ratio:.2f} lists_per_kind_max={lists_max} "
-          f"ssh_conns_per_host={conns_max}")
+        for nodes in counts:
+            result = run(nodes, Path(tmp), args.ssh_latency_ms, args.api_latency_ms)
+            result["latency_ms"] = args.ssh_latency_ms
+            runs.append(result)
+            print(f"bench: {nodes:>2} node(s): {result['wall_s']:.1f} s, exit {result['exit']}, {result['verdict']}",
+                  flush=True)
+            for line in result["failed"]:
+                print(f"bench:   {line}")
+    for line in table(runs):
+        print(f"bench: {line}")
+    print(summary_line(runs, 16 if 16 in counts else counts[-1]))
     return 0
 
 

@@ -33,8 +33,12 @@ _MAX_CONTROL_BASE = 60
 class Connections:
     """Everything one run connects to, built lazily from Targets, closed at session end."""
 
-    def __init__(self, targets: Any) -> None:
+    def __init__(self, targets: Any, settings: Any = None) -> None:
+        from pytest_dgxspark.probes import Settings
+
         self.targets = targets
+        self.probe_settings = settings or Settings()
+        self.gathered: list[Any] = []
         # a ControlPath must fit a unix socket name (108 bytes with ssh's random suffix): fall back to /tmp
         base = tempfile.gettempdir()
         self._control_dir = tempfile.mkdtemp(prefix="dgxs-ssh-", dir=base if len(base) <= _MAX_CONTROL_BASE else "/tmp")
@@ -50,10 +54,12 @@ class Connections:
         return self.hosts[spec.name]
 
     def open_all(self) -> None:
-        """Open every host's SSH master at once (16 hosts cost one connect time, not sixteen); once per run."""
+        """Open every host's SSH master at once (16 hosts cost one connect time, not sixteen), then gather every
+        probe command on every host at once (gather.py); once per run."""
         if self._opened:
             return
         self._opened = True
+        from pytest_dgxspark.gather import gather_all
 
         def open_one(target: HostTarget) -> None:
             try:
@@ -61,8 +67,9 @@ class Connections:
             except TargetError:
                 pass  # marked unreachable: each check of this host reports it as an error
 
-        with ThreadPoolExecutor(max_workers=min(16, max(1, len(self.hosts)))) as pool:
+        with ThreadPoolExecutor(max_workers=min(32, max(1, len(self.hosts)))) as pool:
             list(pool.map(open_one, self.hosts.values()))
+        self.gathered = gather_all(self.hosts.values(), self.probe_settings)
 
     @property
     def cluster(self) -> Cluster:

@@ -75,7 +75,9 @@ def connections(request: pytest.FixtureRequest, targets: Any) -> Iterator[Connec
     """The run's connections (nothing connects until a check uses a host or the cluster)."""
     conns = request.config.stash.get(connections_key, None)
     if conns is None:
-        conns = Connections(targets)
+        from pytest_dgxspark.probes import Settings
+
+        conns = Connections(targets, Settings(smi_timeout_s=smi_timeout(request.config)))
         request.config.stash[connections_key] = conns
     yield conns
     try:
@@ -107,6 +109,7 @@ def hosts(request: pytest.FixtureRequest, connections: Connections, targets: Any
 @pytest.fixture(scope="session")
 def gpu_hosts(request: pytest.FixtureRequest, connections: Connections, targets: Any) -> list[HostTarget]:
     """The inventory hosts marked dgxspark_gpu, connected."""
+    connections.open_all()
     connected = [connections.host(spec).connect() for spec in targets.hosts if spec.gpu]
     for target in connected:
         identity.observe_host(request.config, target)

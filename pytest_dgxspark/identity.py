@@ -6,11 +6,12 @@ from typing import Any
 
 import pytest
 
+from pytest_dgxspark.probes.system import IDENTITY as HOST_COMMAND  # the host file, gathered with the probes
+from pytest_dgxspark.probes.system import IDENTITY_FILE as HOST_FILE
+
 # What a testbed says on every interface (docs/internals.md "Self-identification"); a real site never does.
 API_HEADER = "X-Dgxspark-Testbed"
 NODE_ANNOTATION = "testbed.dgxspark.io/scenario"
-HOST_FILE = "/etc/dgxspark-testbed"
-HOST_COMMAND = f"cat {HOST_FILE} 2>/dev/null || true"
 
 identity_key = pytest.StashKey["TargetIdentity"]()
 

@@ -5,16 +5,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pytest_dgxspark.parsing import image_tag, parse_os_release, parse_proc_driver_version
+from pytest_dgxspark.parsing import image_tag
+from pytest_dgxspark.probes.nvidia_driver import DRIVER_VERSION_FILE, SMI_HEADER, parse_proc_driver_version
+from pytest_dgxspark.probes.system import ARCH, DGX_RELEASE, KERNEL, OS_RELEASE, parse_os_release
+from pytest_dgxspark.probes.system import PROVENANCE_TIMEOUT_S as SMI_TIMEOUT_S
 
-# Host facts: the same command strings the host checks run through HostTarget.cached().
-OS_RELEASE = "cat /etc/os-release"
-DGX_RELEASE = "cat /etc/dgx-release 2>/dev/null || true"
-KERNEL = "uname -r"
-ARCH = "uname -m"
-DRIVER_VERSION_FILE = "cat /proc/driver/nvidia/version"
-SMI_HEADER = "nvidia-smi"
-SMI_TIMEOUT_S = 30
+# Host facts: the probes' own command strings, so the gathering step has already answered them (gather.py).
 
 HOST_FACTS = (OS_RELEASE, DGX_RELEASE, KERNEL, ARCH, DRIVER_VERSION_FILE)
 CLUSTER_KINDS = ("nodes", "namespaces", "daemonsets", "deployments", "helmcharts")

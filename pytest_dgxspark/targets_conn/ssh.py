@@ -135,6 +135,7 @@ class HostTarget:
         self._unreachable: str | None = None
         self.cause: Cause | None = None  # why the host could not be reached, once it could not
         self._cache: dict[str, CommandResult] = {}
+        self._gathered: dict[str, tuple[int, float, CommandResult]] = {}  # command -> (limit, seconds, answer)
         self.connected = False
 
     def __repr__(self) -> str:
@@ -208,8 +209,27 @@ class HostTarget:
         return self
 
     def run(self, cmd: str, timeout: int | None = None) -> CommandResult:
-        """Run a shell command on the host, killed on the target after timeout seconds (exit 124)."""
+        """Run a shell command on the host, killed on the target after timeout seconds (exit 124). The gathering
+        step's answer (gather.py) is served instead when it would be this run's: it finished within `timeout`, or it
+        was killed at a limit no shorter than `timeout`."""
+        gathered = self._gathered.get(cmd)
+        if gathered is not None:
+            limit, seconds, answer = gathered
+            wanted = int(timeout or COMMAND_TIMEOUT_S)
+            if (limit >= wanted) if timed_out(answer) else (seconds <= wanted):
+                return answer
         return self.host.run(cmd, timeout=timeout)
+
+    def take_gathered(self, commands: Any, answers: dict[str, tuple[CommandResult, float]]) -> None:
+        """Keep what the gathering step ran here (`commands` carry their limits) for the checks to read."""
+        for command in commands:
+            if command.text in answers:
+                answer, seconds = answers[command.text]
+                self._gathered[command.text] = (int(command.timeout_s), seconds, answer)
+
+    def gathered_answers(self) -> dict[str, CommandResult]:
+        """The gathered answers by command text."""
+        return {text: answer for text, (_, _, answer) in self._gathered.items()}
 
     def cached(self, cmd: str, timeout: int | None = None) -> CommandResult:
         """Run cmd once per run; later calls return the same CommandResult."""
@@ -218,8 +238,11 @@ class HostTarget:
         return self._cache[cmd]
 
     def cached_result(self, cmd: str) -> CommandResult | None:
-        """A cached result, without running anything."""
-        return self._cache.get(cmd)
+        """A cached (or gathered) result, without running anything."""
+        if cmd in self._cache:
+            return self._cache[cmd]
+        gathered = self._gathered.get(cmd)
+        return gathered[2] if gathered is not None else None
 
     def close(self) -> None:
         """Close the SSH master connection."""

@@ -10,8 +10,8 @@ from pytest_dgxspark import not_applicable
 from pytest_dgxspark.connections import HostTarget, timed_out
 from pytest_dgxspark.parsing import parse_nvidia_smi_list
 from pytest_dgxspark.checking import host_answers, require, unreadable
+from pytest_dgxspark.probes.nvidia_driver import SMI_LIST
 
-SMI_LIST = "nvidia-smi -L"
 
 
 @pytest.mark.rule("ADR-0002.allocatable")

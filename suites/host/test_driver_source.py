@@ -11,8 +11,8 @@ from pytest_dgxspark import not_applicable
 from pytest_dgxspark.connections import HostTarget, timed_out
 from pytest_dgxspark.parsing import dig, pod_summary
 from pytest_dgxspark.checking import completed, require, unreadable
+from pytest_dgxspark.probes.nvidia_driver import DRIVER_READY, HOST_DRIVER_PROBE
 
-HOST_DRIVER_PROBE = "command -v nvidia-smi; modinfo -F filename nvidia 2>/dev/null; modinfo -F version nvidia 2>/dev/null"
 DRIVER_LABEL = "nvidia.com/gpu.deploy.driver"
 DEPLOY_PREFIX = "nvidia.com/gpu.deploy."
 
@@ -68,7 +68,7 @@ def driver_sources(host_target: HostTarget, host_node: dict[str, Any], cluster: 
         driver_pods=tuple(p["metadata"]["name"] for p in pods),
         running_pods=tuple(p["metadata"]["name"] for p in pods if (p.get("status") or {}).get("phase") == "Running"),
     )
-    validation = completed(host_target.cached("cat /run/nvidia/validations/driver-ready 2>/dev/null || true"), host_target)
+    validation = completed(host_target.cached(DRIVER_READY), host_target)
     evidence.record("driver source", {
         "host_driver_preinstalled": found.preinstalled, "host_nvidia_smi": found.host_smi,
         "host_module": found.module_file, "helm driver.enabled": found.driver_enabled, DRIVER_LABEL: found.label,

@@ -9,14 +9,13 @@ import pytest
 from pytest_dgxspark import not_applicable
 from pytest_dgxspark.connections import HostTarget, timed_out
 from pytest_dgxspark.parsing import module_loaded, parse_nvidia_smi_csv, parse_proc_driver_version
-from pytest_dgxspark.provenance import DRIVER_VERSION_FILE, SMI_HEADER
 from pytest_dgxspark.checking import completed, finding, host_answers, require, unreadable
+from pytest_dgxspark.probes.nvidia_driver import (
+    DRIVER_VERSION_FILE, GPU_MODELS, KERNEL_LOG_NVRM, LSMOD, PROC_GPUS, SMI_HEADER, SMI_QUERY,
+)
 
-SMI_QUERY = "nvidia-smi --query-gpu=index,name,driver_version,pci.bus_id,memory.total --format=csv"
-PROC_GPUS = "ls -1 /proc/driver/nvidia/gpus 2>/dev/null; true"
 SMI_NVML_NOT_FOUND = 12
 SMI_NOT_INSTALLED = 127  # the shell's "command not found", not an nvidia-smi exit status
-KERNEL_LOG_NVRM = "{ dmesg 2>/dev/null || journalctl -k --no-pager 2>/dev/null; } | grep -F 'NVRM' | tail -n 20; true"
 # nvidia-smi(1) RETURN VALUE
 SMI_EXIT_CODES = {
     2: "a supplied argument or flag is invalid", 3: "the requested operation is not available on the target device",
@@ -30,7 +29,6 @@ SMI_EXIT_CODES = {
 
 # Blackwell GPUs (GB10 among them) run only on the open kernel modules (gpu-stack-facts §1, F1).
 OPEN_ONLY_MODELS = ("GB10", "GB20", "B200", "B100", "BLACKWELL")
-GPU_MODELS = "cat /proc/driver/nvidia/gpus/*/information 2>/dev/null | grep -i '^Model:'; true"
 
 
 def _needs_open_modules(host_target: HostTarget, host_models: str) -> bool:
@@ -44,8 +42,7 @@ def _needs_open_modules(host_target: HostTarget, host_models: str) -> bool:
 def test_nvidia_kernel_module_is_loaded(host_target: HostTarget, evidence: Any) -> None:
     if not host_target.spec.gpu:
         not_applicable(f"{host_target.name} is not a GPU host (dgxspark_gpu: false)")
-    # lsmod reads /proc/modules; it is the RKE2 docs' own host check (`lsmod | grep nvidia`).
-    modules = completed(evidence.command(host_target, "lsmod"), host_target)
+    modules = completed(evidence.command(host_target, LSMOD), host_target)
     if modules.rc != 0:
         unreadable(f"{host_target.where}: lsmod exited {modules.rc} ({modules.stderr.strip()[-200:]}): the loaded "
                    "kernel modules cannot be read")

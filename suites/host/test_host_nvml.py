@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
 from typing import Any
 
 import pytest
@@ -11,56 +10,17 @@ from pytest_dgxspark import not_applicable
 from pytest_dgxspark.connections import HostTarget, timed_out
 from pytest_dgxspark.parsing import ldconfig_has, nvml_probe_result
 from pytest_dgxspark.checking import completed, host_answers, require, unreadable
+from pytest_dgxspark.probes.nvml import LDCONFIG, NVML_COMMAND, NVML_TIMEOUT_S
 
 NVML_NOT_SUPPORTED = 3
 PYTHON_NOT_INSTALLED = 127
-NVML_TIMEOUT_S = 30
-NVML_PROBE = r"""
-import ctypes, json
-out = {}
-try:
-    lib = ctypes.CDLL("libnvidia-ml.so.1")
-except OSError as error:
-    print(json.dumps({"load_error": str(error)}))
-    raise SystemExit(0)
-lib.nvmlErrorString.restype = ctypes.c_char_p
-def err(rc):
-    return lib.nvmlErrorString(rc).decode(errors="replace")
-rc = lib.nvmlInit_v2()
-out["init"] = rc
-out["init_error"] = err(rc) if rc else None
-if rc == 0:
-    buf = ctypes.create_string_buffer(96)
-    out["driver_rc"] = lib.nvmlSystemGetDriverVersion(buf, 96)
-    out["driver"] = buf.value.decode(errors="replace")
-    count = ctypes.c_uint(0)
-    out["count_rc"] = lib.nvmlDeviceGetCount_v2(ctypes.byref(count))
-    out["count"] = count.value
-    class Memory(ctypes.Structure):
-        _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
-    devices = []
-    for index in range(count.value):
-        handle = ctypes.c_void_p()
-        hrc = lib.nvmlDeviceGetHandleByIndex_v2(index, ctypes.byref(handle))
-        name = ctypes.create_string_buffer(96)
-        nrc = lib.nvmlDeviceGetName(handle, name, 96) if hrc == 0 else hrc
-        memory = Memory()
-        mrc = lib.nvmlDeviceGetMemoryInfo(handle, ctypes.byref(memory)) if hrc == 0 else hrc
-        devices.append({"index": index, "handle_rc": hrc, "name_rc": nrc, "name": name.value.decode(errors="replace"),
-                        "memory_rc": mrc, "memory_error": err(mrc) if mrc else None,
-                        "memory_total": memory.total if mrc == 0 else None})
-    out["devices"] = devices
-    lib.nvmlShutdown()
-print(json.dumps(out))
-"""
-NVML_COMMAND = f"python3 -c {shlex.quote(NVML_PROBE)}"
 
 
 @pytest.mark.rule("ADR-0002.host-nvml")
 def test_libnvidia_ml_resolves(host_target: HostTarget, evidence: Any) -> None:
     if not host_target.spec.gpu:
         not_applicable(f"{host_target.name} is not a GPU host (dgxspark_gpu: false)")
-    result = completed(evidence.command(host_target, "/sbin/ldconfig -p 2>/dev/null || ldconfig -p"), host_target)
+    result = completed(evidence.command(host_target, LDCONFIG), host_target)
     if result.rc != 0:
         unreadable(f"{host_target.where}: `ldconfig -p` exited {result.rc} ({result.stderr.strip()[-200:]}): the "
                    "linker cache that says where libnvidia-ml.so.1 is cannot be read")

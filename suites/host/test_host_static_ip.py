@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
 from typing import Any
 
 import pytest
@@ -17,8 +16,7 @@ from pytest_dgxspark.parsing import (
     parse_ip_addr_json,
 )
 from pytest_dgxspark.checking import completed, require, unreadable
-
-NETPLAN = "for f in /etc/netplan/*.yaml /etc/netplan/*.yml; do [ -f \"$f\" ] && { echo '---'; cat \"$f\"; }; done; true"
+from pytest_dgxspark.probes.network import IP_ADDR, NETPLAN, nmcli_device, nmcli_method
 
 
 @pytest.mark.rule("ADR-0002.host-static-ip")
@@ -36,7 +34,7 @@ def test_node_internal_ip_is_the_inventory_address(host_target: HostTarget, host
 @pytest.mark.rule("ADR-0002.host-static-ip")
 def test_inventory_address_is_configured_statically(host_target: HostTarget, evidence: Any) -> None:
     addresses = addresses_of(host_target.spec.address)
-    ip_addr = completed(evidence.command(host_target, "ip -j addr show"), host_target)
+    ip_addr = completed(evidence.command(host_target, IP_ADDR), host_target)
     if ip_addr.rc != 0:
         unreadable(f"{host_target.where}: `ip -j addr show` exited {ip_addr.rc} ({ip_addr.stderr.strip()[-200:]}): the "
                    "host's addresses cannot be read")
@@ -64,10 +62,10 @@ def test_inventory_address_is_configured_statically(host_target: HostTarget, evi
     }
     dhcp_netplan = sorted(name for name, d in named.items() if netplan_uses_dhcp(d))
     nm_method = None
-    nmcli = completed(host_target.run(f"command -v nmcli >/dev/null && nmcli -t -g GENERAL.CONNECTION device show {shlex.quote(iface)}"), host_target)
+    nmcli = completed(host_target.run(nmcli_device(iface)), host_target)
     connection = nmcli.stdout.strip() if nmcli.rc == 0 else ""
     if connection:
-        method = completed(evidence.command(host_target, f"nmcli -t -g ipv4.method connection show {shlex.quote(connection)}"), host_target)
+        method = completed(evidence.command(host_target, nmcli_method(connection)), host_target)
         nm_method = method.stdout.strip() if method.rc == 0 else None
     evidence.record(
         "address configuration",

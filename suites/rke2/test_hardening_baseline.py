@@ -11,6 +11,7 @@ import pytest
 from pytest_dgxspark.checking import completed, unreadable
 from pytest_dgxspark.connections import HostTarget
 from pytest_dgxspark.parsing import split_cmdline
+from pytest_dgxspark.probes.rke2 import APISERVER_CMDLINE, POD_SECURITY
 
 HARDENING_KEYS = (
     "profile", "secrets-encryption", "selinux", "protect-kernel-defaults", "pod-security-admission-config-file",
@@ -20,7 +21,6 @@ HARDENING_KEYS = (
 APISERVER_FLAGS = ("anonymous-auth", "encryption-provider-config", "audit-log-path", "audit-policy-file",
                    "admission-control-config-file", "enable-admission-plugins", "profiling", "kubelet-certificate-authority",
                    "tls-min-version", "tls-cipher-suites", "service-account-lookup")
-APISERVER_CMDLINE = "pid=$(pgrep -o -x kube-apiserver) && cat /proc/$pid/cmdline"
 
 
 def apiserver_flags(cmdline: str) -> dict[str, str]:
@@ -40,7 +40,7 @@ def test_hardening_options_are_recorded(host_target: HostTarget, rke2_config: An
     config = rke2_config.merged
     baseline: dict[str, Any] = {key: config.get(key) for key in HARDENING_KEYS}
     baseline["cis_profile"] = config.get("profile") or "none (RKE2 runs without a CIS profile)"
-    psa = completed(host_target.run("cat /etc/rancher/rke2/rke2-pss.yaml 2>/dev/null || true"), host_target)
+    psa = completed(host_target.run(POD_SECURITY), host_target)
     baseline["pod_security_config"] = psa.stdout.strip() or None
     if host_target.spec.role == "server":
         proc = completed(host_target.cached(APISERVER_CMDLINE), host_target)

@@ -9,8 +9,7 @@ import pytest
 from pytest_dgxspark.connections import HostTarget
 from pytest_dgxspark.parsing import as_bool, as_list, parse_taint
 from pytest_dgxspark.checking import require
-
-CONFIG = "/etc/rancher/rke2/config.yaml"
+from pytest_dgxspark.probes.rke2 import CONFIG_FILE as CONFIG
 
 
 @pytest.mark.rule("ADR-0001.rke2-config")

@@ -8,14 +8,14 @@ import pytest
 
 from pytest_dgxspark.checking import completed, require, unreadable
 from pytest_dgxspark.connections import HostTarget
+from pytest_dgxspark.probes.rke2 import unit_show
 
-PROPERTIES = "LoadState,ActiveState,SubState,UnitFileState,ActiveEnterTimestamp"
 NOT_INSTALLED = 127
 
 
 def unit_state(host_target: HostTarget, evidence: Any, unit: str) -> dict[str, str]:
     """systemd's own view of a unit (`systemctl show`): LoadState not-found means the unit does not exist."""
-    shown = completed(evidence.command(host_target, f"systemctl show -p {PROPERTIES} {unit}.service"), host_target)
+    shown = completed(evidence.command(host_target, unit_show(unit)), host_target)
     require(shown.rc != NOT_INSTALLED, (
         f"{host_target.where}: systemctl is not installed (exit 127): {host_target.name} is not a systemd host, so "
         f"RKE2's {unit}.service cannot run there"

@@ -10,13 +10,12 @@ from pytest_dgxspark import not_applicable
 from pytest_dgxspark.connections import HostTarget
 from pytest_dgxspark.parsing import dig, parse_containerd_config, parse_runtime_version, pod_ready, pod_summary
 from pytest_dgxspark.checking import completed, require, unreadable
+from pytest_dgxspark.probes.containerd import CDI_SPECS, DOCKER_DAEMON_JSON, NRI_SOCKET_PATH as NRI_SOCKET
+from pytest_dgxspark.probes.containerd import NRI_SOCKET as NRI_SOCKET_TEST, RKE2_CONTAINERD_CONFIG as RKE2_CONTAINERD_CONFIG_CAT
+from pytest_dgxspark.probes.containerd import RKE2_CONTAINERD_CONFIG_FILE as RKE2_CONTAINERD_CONFIG
 
 # CDI specs declaring NVIDIA device kinds: the toolkit's management.nvidia.com/gpu and the device plugin's
 # k8s.device-plugin.nvidia.com/gpu (/var/run/cdi/k8s.device-plugin.nvidia.com-gpu.json), any file name.
-CDI_SPECS = ("grep -l -E '\"?kind\"?[[:space:]]*:[[:space:]]*\"?[A-Za-z0-9.-]*nvidia\\.com/gpu' "
-             "/var/run/cdi/*.yaml /var/run/cdi/*.json /etc/cdi/*.yaml /etc/cdi/*.json 2>/dev/null; true")
-RKE2_CONTAINERD_CONFIG = "/var/lib/rancher/rke2/agent/etc/containerd/config.toml"
-NRI_SOCKET = "/var/run/nri/nri.sock"  # containerd 2.x serves it when NRI is enabled (the default)
 NRI_MIN_CONTAINERD = (2, 1)  # RKE2 docs: "NRI requires containerd 2.1"
 CDI_DIRS = ("/etc/cdi", "/var/run/cdi", "/run/cdi")
 DOCKER_SOCKETS = ("docker.sock", "cri-dockerd.sock", "dockershim.sock")
@@ -31,7 +30,7 @@ def _toolkit_pods(cluster: Any, namespace: str, node: str) -> list[dict[str, Any
 
 def _containerd_config(host_target: HostTarget, evidence: Any) -> Any:
     """RKE2's generated containerd config.toml as CRI settings; a missing file is a finding, unparsable TOML an error."""
-    config_file = completed(host_target.cached(f"cat {RKE2_CONTAINERD_CONFIG}"), host_target)
+    config_file = completed(host_target.cached(RKE2_CONTAINERD_CONFIG_CAT), host_target)
     evidence.record(RKE2_CONTAINERD_CONFIG, {"exit_status": config_file.rc, "content": config_file.stdout[-4000:],
                                              "stderr": config_file.stderr[-400:]})
     require(config_file.rc == 0, (
@@ -59,7 +58,7 @@ def test_gpu_injection_goes_through_rke2_containerd(
     node_name = host_node["metadata"]["name"]
     nri_mode = dig(site_values, "cdi.nriPluginEnabled") is True
     evidence.record("mode", "NRI plugin + CDI" if nri_mode else "legacy nvidia runtime in RKE2's containerd config")
-    daemon_json = completed(host_target.run("cat /etc/docker/daemon.json 2>/dev/null; true"), host_target)
+    daemon_json = completed(host_target.run(DOCKER_DAEMON_JSON), host_target)
     evidence.record("Docker daemon.json (never the Kubernetes path; recorded only)", daemon_json.stdout.strip() or None)
     kubelet.require_running(host_target.where)
     require(not any(s in kubelet.effective_endpoint for s in DOCKER_SOCKETS), (
@@ -70,7 +69,7 @@ def test_gpu_injection_goes_through_rke2_containerd(
     if nri_mode:
         raw = (host_node.get("status") or {}).get("nodeInfo", {}).get("containerRuntimeVersion", "")
         runtime = parse_runtime_version(raw)
-        nri_socket = completed(evidence.command(host_target, f"test -S {NRI_SOCKET}"), host_target)
+        nri_socket = completed(evidence.command(host_target, NRI_SOCKET_TEST), host_target)
         live_nri = [dig(p, "spec.cdi.nriPluginEnabled") for p in cluster.list("clusterpolicies")]
         evidence.record("NRI", {"containerRuntimeVersion": raw, "nri.sock": nri_socket.rc == 0,
                                 "ClusterPolicy spec.cdi.nriPluginEnabled (recorded)": live_nri})

@@ -9,6 +9,7 @@ import pytest
 from pytest_dgxspark.checking import completed, require, unreadable
 from pytest_dgxspark.connections import HostTarget
 from pytest_dgxspark.parsing import parse_runtime_version
+from pytest_dgxspark.probes.containerd import CRI_DOCKERD, DOCKER
 
 DOCKER_SOCKETS = ("docker.sock", "cri-dockerd.sock", "dockershim.sock")
 
@@ -18,8 +19,8 @@ def test_kubelet_is_not_wired_to_docker(
     host_target: HostTarget, host_node: dict[str, Any], kubelet: Any, evidence: Any
 ) -> None:
     raw = (host_node.get("status") or {}).get("nodeInfo", {}).get("containerRuntimeVersion", "")
-    cri_dockerd = completed(evidence.command(host_target, "pgrep -a -x cri-dockerd; true"), host_target)
-    docker = completed(evidence.command(host_target, "systemctl is-active docker 2>/dev/null; command -v docker; true"), host_target)
+    cri_dockerd = completed(evidence.command(host_target, CRI_DOCKERD), host_target)
+    docker = completed(evidence.command(host_target, DOCKER), host_target)
     evidence.record("docker on the host (recorded, not a failure)", docker.stdout.strip() or "not installed")
     if parse_runtime_version(raw) is None:
         unreadable(f"{host_target.where}: Node {host_node['metadata']['name']} containerRuntimeVersion {raw!r} is not "

@@ -9,9 +9,9 @@ import pytest
 from pytest_dgxspark.connections import HostTarget
 from pytest_dgxspark.parsing import parse_runtime_version
 from pytest_dgxspark.checking import completed, require, unreadable
+from pytest_dgxspark.probes.containerd import SYSTEM_CONTAINERD
 
 RKE2_SOCKET = "unix:///run/k3s/containerd/containerd.sock"
-SYSTEM_CONTAINERD = "ls -l /usr/bin/containerd /usr/local/bin/containerd /run/containerd/containerd.sock 2>/dev/null; true"
 
 
 @pytest.mark.rule("ADR-0001.no-extra-containerd")

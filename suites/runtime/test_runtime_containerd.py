@@ -9,9 +9,9 @@ import pytest
 from pytest_dgxspark.connections import HostTarget, timed_out
 from pytest_dgxspark.parsing import parse_runtime_version
 from pytest_dgxspark.checking import completed, finding, host_answers, require
+from pytest_dgxspark.probes.containerd import CRICTL, RKE2_SOCKET as RKE2_SOCKET_TEST
 
 RKE2_SOCKET = "unix:///run/k3s/containerd/containerd.sock"
-CRICTL = "/var/lib/rancher/rke2/bin/crictl --runtime-endpoint unix:///run/k3s/containerd/containerd.sock version"
 
 
 @pytest.mark.rule("ADR-0001.runtime-rke2-containerd")
@@ -36,7 +36,7 @@ def test_kubelet_uses_the_rke2_containerd_socket(host_target: HostTarget, kubele
 
 @pytest.mark.rule("ADR-0001.runtime-rke2-containerd")
 def test_rke2_containerd_socket_answers(host_target: HostTarget, evidence: Any) -> None:
-    socket = completed(evidence.command(host_target, "test -S /run/k3s/containerd/containerd.sock"), host_target)
+    socket = completed(evidence.command(host_target, RKE2_SOCKET_TEST), host_target)
     require(socket.rc == 0, f"{host_target.where}: /run/k3s/containerd/containerd.sock is not a socket")
     version = evidence.command(host_target, CRICTL, timeout=30)
     if timed_out(version):

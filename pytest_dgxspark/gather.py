@@ -1,0 +1,127 @@
+"""The gathering step: every probe command of a host in one SSH command, all hosts at once, before the host checks.
+
+On the host a small Python program (sent with the command, nothing is written there) runs the commands side by side,
+each under its own `timeout -k 5 <s> /bin/sh -c`, exactly as the SSH backend would run it alone, and prints their exit
+statuses and outputs as one JSON line. The answers are handed to the HostTarget, which serves them to the checks;
+anything a check asks that was not gathered still runs live. A transport failure (exit 255 from ssh, a host that does
+not return) marks the host unreachable, so each of its checks is an `error` attributed to it; an answer that is not
+the gatherer's (no python3 on the host, a broken shell) gathers nothing more, and the checks run their commands one
+by one as they would without this step.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import shlex
+import time
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_dgxspark import probes
+from pytest_dgxspark.outcome import TargetError
+from pytest_dgxspark.probes import Command
+
+MARK = "@@dgxspark-gather "
+PARALLEL_PER_HOST = 8
+KILL_GRACE_S = 5
+HOSTS_AT_ONCE = 32
+GATHERER = r"""
+import base64, json, subprocess, sys, time
+from concurrent.futures import ThreadPoolExecutor
+jobs = json.loads(sys.argv[1])
+def one(job):
+    text, limit = job
+    started = time.monotonic()
+    try:
+        proc = subprocess.Popen(["timeout", "-k", "%d" % GRACE, str(limit), "/bin/sh", "-c", text],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        out, err = proc.communicate()
+        rc = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
+    except OSError as error:
+        rc, out, err = 126, b"", str(error).encode()
+    return [rc, base64.b64encode(out).decode(), base64.b64encode(err).decode(), round(time.monotonic() - started, 3)]
+with ThreadPoolExecutor(PARALLEL) as pool:
+    answers = list(pool.map(one, jobs))
+sys.stdout.write(MARK + json.dumps(answers) + "\n")
+""".replace("GRACE", str(KILL_GRACE_S)).replace("PARALLEL", str(PARALLEL_PER_HOST)).replace("MARK", repr(MARK))
+
+
+@dataclass
+class Gathered:
+    """What gathering on one host gave: the answers by command text, or why it gathered nothing."""
+
+    host: str
+    commands: int = 0
+    ssh_commands: int = 0
+    answers: dict[str, Any] = field(default_factory=dict)
+    problem: str | None = None
+    seconds: float = 0.0
+
+
+def batch_command(commands: Iterable[Command]) -> str:
+    """The one shell command that runs `commands` side by side on the host."""
+    jobs = [[c.text, int(c.timeout_s)] for c in commands]
+    return f"python3 -I -c {shlex.quote(GATHERER)} {shlex.quote(json.dumps(jobs))}"
+
+
+def batch_timeout(commands: Iterable[Command]) -> int:
+    """The limit of the whole batch: its slowest command's, plus the kill grace."""
+    return max((int(c.timeout_s) for c in commands), default=probes.COMMAND_TIMEOUT_S) + KILL_GRACE_S + 5
+
+
+def parse_answers(stdout: str, commands: list[Command], backend: Any) -> dict[str, tuple[Any, float]]:
+    """The gatherer's JSON line as (CommandResult, seconds it took) by command text; ValueError when the output is
+    not the gatherer's."""
+    line = next((ln for ln in reversed((stdout or "").splitlines()) if ln.startswith(MARK)), None)
+    if line is None:
+        raise ValueError("the host printed no gathered answers")
+    answers = json.loads(line[len(MARK):])
+    if not isinstance(answers, list) or len(answers) != len(commands):
+        raise ValueError(f"{len(commands)} commands sent, {len(answers) if isinstance(answers, list) else 'no'} answers")
+    found = {}
+    for command, (rc, out, err, seconds) in zip(commands, answers):
+        wrapped = backend.encode(backend.quote(f"timeout -k {KILL_GRACE_S} {int(command.timeout_s)} /bin/sh -c %s", command.text))
+        found[command.text] = (backend.result(int(rc), wrapped, base64.b64decode(out), base64.b64decode(err)), float(seconds))
+    return found
+
+
+def _round(target: Any, commands: list[Command], gathered: Gathered) -> dict[str, Any]:
+    if not commands:
+        return {}
+    gathered.ssh_commands += 1
+    gathered.commands += len(commands)
+    # ssh's exit 255 and a host that does not return raise HostUnreachable here (the backend marks the host)
+    result = target.run(batch_command(commands), timeout=batch_timeout(commands))
+    if result.rc != 0:
+        raise ValueError(f"the gatherer exited {result.rc}: {(result.stderr or '').strip()[-200:]}")
+    answers = parse_answers(result.stdout, commands, target.host.backend)
+    target.take_gathered(commands, answers)
+    return {text: result for text, (result, _) in answers.items()}
+
+
+def gather_host(target: Any, settings: probes.Settings) -> Gathered:
+    """Run every probe command of one connected host (two rounds: the second names files the first found)."""
+    gathered = Gathered(target.name)
+    started = time.monotonic()
+    try:
+        first = _round(target, list(probes.commands_for(target.spec, settings)), gathered)
+        _round(target, list(probes.followups_for(target.spec, settings, first)), gathered)
+    except TargetError as error:  # unreachable: each check of the host is an error attributed to it
+        gathered.problem = str(error)
+    except (ValueError, TypeError, KeyError) as error:
+        gathered.problem = f"{target.where}: gathering answered no usable output ({error}); its checks run each command"
+    gathered.answers = dict(target.gathered_answers())
+    gathered.seconds = time.monotonic() - started
+    return gathered
+
+
+def gather_all(targets: Iterable[Any], settings: probes.Settings) -> list[Gathered]:
+    """Gather on every connected host at once (one thread per host, over each host's own SSH master)."""
+    connected = [t for t in targets if getattr(t, "connected", False)]
+    if not connected:
+        return []
+    with ThreadPoolExecutor(max_workers=min(HOSTS_AT_ONCE, len(connected))) as pool:
+        return list(pool.map(lambda t: gather_host(t, settings), connected))

@@ -1,0 +1,140 @@
+"""Probe of the NVIDIA driver: the loaded kernel module, its version file, nvidia-smi and the kernel log."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_dgxspark.probes import Command, Settings
+
+DRIVER_VERSION_FILE = "cat /proc/driver/nvidia/version"
+LSMOD = "lsmod"  # reads /proc/modules; the RKE2 docs' own host check (`lsmod | grep nvidia`)
+SMI_QUERY = "nvidia-smi --query-gpu=index,name,driver_version,pci.bus_id,memory.total --format=csv"
+SMI_HEADER = "nvidia-smi"  # its header names the CUDA version (provenance)
+SMI_LIST = "nvidia-smi -L"
+SMI_LIST_TIMEOUT_S = 30
+PROC_GPUS = "ls -1 /proc/driver/nvidia/gpus 2>/dev/null; true"
+GPU_MODELS = "cat /proc/driver/nvidia/gpus/*/information 2>/dev/null | grep -i '^Model:'; true"
+KERNEL_LOG_NVRM = "{ dmesg 2>/dev/null || journalctl -k --no-pager 2>/dev/null; } | grep -F 'NVRM' | tail -n 20; true"
+HOST_DRIVER_PROBE = "command -v nvidia-smi; modinfo -F filename nvidia 2>/dev/null; modinfo -F version nvidia 2>/dev/null"
+DRIVER_READY = "cat /run/nvidia/validations/driver-ready 2>/dev/null || true"
+
+
+def commands(spec: Any, settings: Settings) -> tuple[Command, ...]:
+    """GPU hosts only: a host marked dgxspark_gpu: false has no driver checks."""
+    if not spec.gpu:
+        return ()
+    return (
+        Command(DRIVER_VERSION_FILE), Command(LSMOD), Command(PROC_GPUS), Command(GPU_MODELS), Command(KERNEL_LOG_NVRM),
+        Command(HOST_DRIVER_PROBE), Command(DRIVER_READY), Command(SMI_LIST, SMI_LIST_TIMEOUT_S),
+        Command(SMI_QUERY, settings.smi_timeout_s), Command(SMI_HEADER, settings.smi_timeout_s),
+    )
+
+
+@dataclass(frozen=True)
+class DriverVersion:
+    """What /proc/driver/nvidia/version says about the loaded kernel module."""
+
+    version: str
+    flavour: str  # "open" | "proprietary"
+    arch: str | None
+    gcc: str | None
+
+
+_NVRM_OPEN = re.compile(r"NVRM version:\s*NVIDIA UNIX Open Kernel Module(?: for (\S+))?\s+(\d+(?:\.\d+)+)")
+# Proprietary: `NVIDIA UNIX x86_64 Kernel Module  X` (x86_64) or `NVIDIA UNIX Kernel Module for aarch64  X` (arm64).
+_NVRM_PROP = re.compile(
+    r"NVRM version:\s*NVIDIA UNIX(?:\s+(?!Kernel\b)(\S+))?\s+Kernel Module(?:\s+for\s+(\S+))?\s+(\d+(?:\.\d+)+)"
+)
+_GCC = re.compile(r"GCC version:\s*(.+)")
+
+
+def parse_proc_driver_version(text: str) -> DriverVersion | None:
+    """Parse /proc/driver/nvidia/version of either flavour; None when it is not one."""
+    gcc_match = _GCC.search(text or "")
+    gcc = gcc_match.group(1).strip() if gcc_match else None
+    match = _NVRM_OPEN.search(text or "")
+    if match is not None:
+        return DriverVersion(match.group(2), "open", match.group(1), gcc)
+    match = _NVRM_PROP.search(text or "")
+    if match is not None:
+        return DriverVersion(match.group(3), "proprietary", match.group(1) or match.group(2), gcc)
+    return None
+
+
+def module_loaded(proc_modules: str, name: str = "nvidia") -> bool:
+    """Whether /proc/modules (or lsmod output) lists the module by its exact name."""
+    for line in (proc_modules or "").splitlines():
+        fields = line.split()
+        if fields and fields[0] == name:
+            return True
+    return False
+
+
+def ldconfig_has(ldconfig_p: str, soname: str = "libnvidia-ml.so.1") -> list[str]:
+    """Paths `ldconfig -p` resolves for a soname (empty when it resolves none)."""
+    paths = []
+    for line in (ldconfig_p or "").splitlines():
+        line = line.strip()
+        if line.startswith(soname + " ") and "=>" in line:
+            paths.append(line.split("=>", 1)[1].strip())
+    return paths
+
+
+_NOT_AVAILABLE = {"[n/a]", "n/a", "[not supported]", "not supported", "[unknown error]", ""}
+
+
+def parse_nvidia_smi_csv(text: str) -> list[dict[str, str | None]]:
+    """Rows of `nvidia-smi --query-gpu=... --format=csv`; '[N/A]'-like cells become None.
+
+    Header units ('memory.total [MiB]') are dropped from the keys; a noheader output is keyed 0, 1, ...
+    """
+    lines = [line for line in (text or "").splitlines() if line.strip()]
+    if not lines:
+        return []
+    reader = list(csv.reader(io.StringIO("\n".join(lines)), skipinitialspace=True))
+    first = [cell.strip() for cell in reader[0]]
+    has_header = any(re.match(r"^[a-z_]+(\.[a-z_]+)+", cell) for cell in first) or "name" in first
+    if has_header:
+        keys = [re.sub(r"\s*\[.*?\]$", "", cell) for cell in first]
+        body = reader[1:]
+    else:
+        keys = [str(i) for i in range(len(first))]
+        body = reader
+    rows = []
+    for row in body:
+        cells = [cell.strip() for cell in row]
+        rows.append({k: (None if v.lower() in _NOT_AVAILABLE else v) for k, v in zip(keys, cells, strict=False)})
+    return rows
+
+
+@dataclass(frozen=True)
+class SmiGpu:
+    """One GPU line of `nvidia-smi -L`, with its MIG devices."""
+
+    index: int
+    name: str
+    uuid: str | None
+    mig_devices: tuple[str, ...] = ()
+
+
+_SMI_GPU = re.compile(r"^GPU\s+(\d+):\s*(.*?)\s*(?:\(UUID:\s*([^)]+)\))?\s*$")
+_SMI_MIG = re.compile(r"^\s+MIG\s+(\S+)\s+Device\s+\d+:")
+
+
+def parse_nvidia_smi_list(text: str) -> list[SmiGpu]:
+    """GPUs of `nvidia-smi -L` (MIG lines are attached to their GPU, not counted as GPUs)."""
+    gpus: list[SmiGpu] = []
+    for line in (text or "").splitlines():
+        gpu = _SMI_GPU.match(line.strip()) if not line[:1].isspace() else None
+        if gpu is not None:
+            gpus.append(SmiGpu(int(gpu.group(1)), gpu.group(2), gpu.group(3)))
+            continue
+        mig = _SMI_MIG.match(line)
+        if mig is not None and gpus:
+            last = gpus[-1]
+            gpus[-1] = SmiGpu(last.index, last.name, last.uuid, last.mig_devices + (mig.group(1),))
+    return gpus
