@@ -50,6 +50,7 @@ FIXED_PLUGIN = (0, 17, 4)  # k8s-device-plugin v0.17.4 ignores GB10's "Not Suppo
 class NodeOperands:
     """One GPU node's operand pods (short name -> pod spec for `components.workload`) and what they leave behind."""
 
+    found: bool = False                                     # the operator sees a GPU node here (NFD's PCI label)
     labels: dict[str, str] = field(default_factory=dict)  # the operator's nvidia.com/gpu.present and gpu.deploy.* labels
     gfd_labels: bool = False                                # GFD ran and wrote its labels
     gpus: int = 0                                           # nvidia.com/gpu registered by the device plugin
@@ -101,10 +102,15 @@ def _node_plan(ctx: Context, name: str, values: dict[str, Any]) -> NodeOperands:
     removed = {k for k, v in (kube.get("labels") or {}).items() if v is None}
     if _override(ctx, "nfd-worker").get("state", "running") != "running" or \
             "feature.node.kubernetes.io/pci-10de.present" in removed:
-        return out  # NFD never labelled the NVIDIA PCI device: the operator sees no GPU node here, deploys nothing
+        # NFD never labelled the NVIDIA PCI device: the operator sees no GPU node here and deploys nothing; a
+        # nvidia.com/gpu.present set by RKE2 it resets to "false" (nodelabeling_controller, rke2-provisioning-facts)
+        if any(str(item).startswith("nvidia.com/gpu.present=") for item in host.get("node_labels") or []):
+            out.labels = {"nvidia.com/gpu.present": "false"}
+        return out
     preinstalled = bool((host.get("driver") or {}).get("loaded", True))
     forced = str((kube.get("labels") or {}).get("nvidia.com/gpu.deploy.driver", "")) == "true"  # label set by hand
     container_driver = _enabled(values, "driver") and (not preinstalled or forced)
+    out.found = True
     out.labels = {"nvidia.com/gpu.present": "true",
                   **{f"nvidia.com/gpu.deploy.{c}": "true" for c in (
                       "container-toolkit", "dcgm", "dcgm-exporter", "device-plugin", "gpu-feature-discovery",
@@ -141,7 +147,8 @@ def _node_plan(ctx: Context, name: str, values: dict[str, Any]) -> NodeOperands:
         pods[short] = _facts(ctx, short, pods[short])
     registered = pods.get("device-plugin", {}).get("state") == "running"
     lost = bool(kube.get("gpus_lost"))  # the kubelet lost the plugin's registration after validation (F22, microk8s#5245)
-    out.gfd_labels = pods.get("gfd", {}).get("state") == "running"
+    # GFD running writes its labels, unless it found no usable NVML at start and never retried (k8s-device-plugin#733)
+    out.gfd_labels = pods.get("gfd", {}).get("state") == "running" and pods["gfd"].get("wrote_labels", True) is not False
     out.gpus = len(host.get("gpus") or []) if registered and not lost else 0
     validator: dict[str, Any] = {"state": "running", "logs": dict(validation)}
     if not driver_ok:
@@ -240,7 +247,7 @@ def _clusterpolicy(ctx: Context, plan_: Plan, not_ready: list[str]) -> dict[str,
     """cluster-policy with the state and conditions the operator writes (clusterpolicy-status.txt)."""
     values = plan_.values
     cdi = dict(values.get("cdi") or {})
-    if not any(on.labels for on in plan_.nodes.values()):
+    if not any(on.found for on in plan_.nodes.values()):
         state, reason = "ready", "NoGPUNodes"
     elif not_ready:
         state, reason = "notReady", "OperandNotReady"

@@ -95,8 +95,9 @@ def node(ctx: Context, name: str, *, operator_labels: dict[str, str], gfd_labels
         allocatable["nvidia.com/gpu"] = str(kube.get("allocatable_gpus", gpus))
     ready = kube.get("ready", True)
     taints = [_taint(t) for t in host.get("node_taints") or []] + list(kube.get("taints") or [])
-    if not ready:
-        taints.append({"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"})
+    if not ready:  # the node lifecycle controller's taints (TaintNodesByCondition, k3s#497)
+        taints += [{"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"},
+                   {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]
     now = ts(ctx.now - 30)
     conds = [{"type": t, "status": "False", "reason": r, "message": m, "lastHeartbeatTime": now, "lastTransitionTime": ts(ctx.created)}
              for t, r, m in (("MemoryPressure", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
