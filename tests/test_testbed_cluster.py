@@ -392,7 +392,7 @@ ROOT_CAUSE_GAPS = {
     # operator-components already requires the validator pod Ready, and a Ready validator means its CUDA workload
     # succeeded: no real fault leaves validator-passed failing alone (checks helper: see the tbcluster report)
     "ADR-0002.validator-passed",
-    "ADR-0001.hardening-baseline",  # host-side; not a tbcluster rule
+    "ADR-0001.hardening-baseline",  # informational: its status is `recorded`, never failed, so never a root cause
 }
 
 
