@@ -389,9 +389,6 @@ def test_every_bundled_scenario_loads_with_description_and_valid_expect() -> Non
 
 # Rules no bundled scenario makes a root cause yet, and why (remove one when a scenario covers it).
 ROOT_CAUSE_GAPS = {
-    # operator-components already requires the validator pod Ready, and a Ready validator means its CUDA workload
-    # succeeded: no real fault leaves validator-passed failing alone (checks helper: see the tbcluster report)
-    "ADR-0002.validator-passed",
     "ADR-0001.hardening-baseline",  # informational: its status is `recorded`, never failed, so never a root cause
 }
 
