@@ -254,7 +254,8 @@ class Testbed:
         dgxspark_gpu_product, rke2_node_labels, ...) is copied from the site's inventory, never invented: a node the
         site does not name gets only what the scenario declares for it (`gpu`, `model`, `node_labels`, `inventory`)."""
         ports = {h["name"]: (h["address"], h["port"]) for h in state["hosts"]}
-        site_hosts = site_host_vars(self.site_dir)
+        site_hosts = ({h.name: dict(h.vars) for h in self._site.hosts} if self._site is not None  # the run's Site
+                      else site_host_vars(self.site_dir))
         groups: dict[str, dict[str, Any]] = {"rke2_servers": {"hosts": {}}, "rke2_agents": {"hosts": {}}}
         ssh_lines = []
         for name, spec in self.scenario.nodes.items():
