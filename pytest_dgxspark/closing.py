@@ -45,6 +45,14 @@ def block_lines(results: dict[str, Any], run_dir: Path | None) -> list[str]:
         lines.append(f"  not verified by this selection (prerequisites): {', '.join(unverified)}")
     if results.get("verdict") == "INCOMPLETE" and results.get("verdict_reasons"):
         lines.append(f"  incomplete: {'; '.join(_short(r) for r in results['verdict_reasons'])}")
+    drift = results.get("drift")
+    if isinstance(drift, dict):
+        elsewhere = drift.get("other_cluster")
+        if elsewhere:
+            lines.append(f"  drift: {elsewhere.get('message')}")
+        lines.append(f"  drift: {len(drift.get('status_changes') or [])} status changes, "
+                     f"{len(drift.get('provenance') or [])} provenance changes over "
+                     f"{len(drift.get('compared_rules') or [])} rules judged in both runs")
     counts = results.get("counts") or {}
     ordered = sorted(counts, key=lambda s: _STATUS_ORDER.index(s) if s in _STATUS_ORDER else len(_STATUS_ORDER))
     lines.append("  rules: " + ", ".join(f"{counts[s]} {s}" for s in ordered))

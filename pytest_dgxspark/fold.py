@@ -84,6 +84,12 @@ def attribute_unreachable(
             owner = connectivity_rule(rec.target, management_context)
             if owner is not None and rec.rule == owner:
                 owners[rec.target] = (owner,)
+    # Without its connectivity rule's own error (not selected, or its check read the target another way), the
+    # first error on a target is the target's connectivity finding: later errors on it are blocked by that one.
+    for rec in records:
+        if rec.outcome == "error" and rec.target and rec.target not in owners \
+                and connectivity_rule(rec.target, management_context) is not None:
+            owners[rec.target] = (rec.rule,)
     result = []
     for rec in records:
         owner = owners.get(rec.target or "")

@@ -51,7 +51,8 @@ def test_an_ssh_drop_mid_run_is_incomplete_with_the_cause_and_its_fix_never_reje
     assert result.ret == EXIT_INCOMPLETE
     doc = results(pytester)
     assert doc["verdict"] == "INCOMPLETE"
-    assert statuses(doc)["ADR-0002.host-nvml"] == "error" and statuses(doc)["ADR-0001.rke2-service"] == "error"
+    assert statuses(doc)["ADR-0002.host-nvml"] == "error"
+    assert statuses(doc)["ADR-0001.rke2-service"] == "blocked"  # the same target's fault: one cause, not two
     assert doc["lowest_broken_layer"] is None  # only judged failures name a layer
     nvml = next(d for d in doc["root_cause_details"] if d["rule"] == "ADR-0002.host-nvml")
     assert nvml["kind"] == "unreachable" and nvml["target"] == "ssh:gpu-01" and nvml["cause"] == "dropped"
@@ -264,3 +265,16 @@ def test_a_config_failure_on_another_host_than_the_failed_unit_is_its_own_findin
     outcomes = {t["nodeid"].split("[")[1][:-1]: t["outcome"] for t in rule(doc, "ADR-0001.rke2-config")["tests"]}
     assert outcomes == {"gpu-01": "blocked", "gpu-02": "failed"}
     assert doc["root_causes"] == ["ADR-0001.rke2-service", "ADR-0001.rke2-config"]
+
+
+def test_errors_of_a_target_whose_connectivity_rule_did_not_run_name_one_cause(pytester, suite):
+    suite("host", IMPORTS + "".join(
+        f"@pytest.mark.rule('{rid}')\ndef test_{i}():\n    {ssh_fault('dropped')}\n\n"
+        for i, rid in enumerate(["ADR-0002.host-driver", "ADR-0002.driver-source", "ADR-0001.rke2-service"])))
+    pytester.runpytest(*SITE_ARGS, "--dgxspark-no-block")
+    doc = results(pytester)
+    assert doc["root_causes"] == ["ADR-0002.host-driver"]
+    assert [d["cause"] for d in doc["root_cause_details"]] == ["dropped"]
+    assert rule(doc, "ADR-0001.rke2-service")["blocked_by"] == ["ADR-0002.host-driver"]
+    assert rule(doc, "ADR-0001.rke2-service")["tests"][0]["message"].startswith(
+        "blocked by ADR-0002.host-driver (ssh:gpu-01 unreachable): ")

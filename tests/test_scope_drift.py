@@ -104,5 +104,6 @@ def test_the_after_upgrade_run_is_accepted_on_the_gpu_chain_and_shows_only_the_d
     drift = doc["drift"]
     assert drift["status_changes"] == []
     assert len(drift["not_compared"]) == 17
+    assert "drift: 0 status changes, " in proc.stdout and " over 13 rules judged in both runs" in proc.stdout
     driver_changes = [c for c in drift["provenance"] if "580.126.09" in str(c["to"])]
     assert driver_changes and all(c["from"] and "580.95.05" in str(c["from"]) for c in driver_changes)
