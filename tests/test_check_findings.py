@@ -303,7 +303,7 @@ def test_the_hardening_baseline_records_what_it_saw(finding_runs, request):
 def test_a_driver_probe_that_never_completed_is_an_error_not_no_driver(finding_runs, request):
     tmp_path, _, doc = result_of(finding_runs, request.node.name)
     assert rule(doc, "ADR-0002.driver-source")["status"] == "error"
-    assert any(m.startswith("gpu-01 (") and "the driver probe did not complete (exit 124: ): which driver the host "
+    assert any(m.startswith("gpu-01 (") and "the driver probe did not complete (exit 124: no output): which driver the host "
                "has cannot be read" in m for m in messages(doc, "ADR-0002.driver-source"))
 
 

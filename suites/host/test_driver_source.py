@@ -52,7 +52,7 @@ def driver_sources(host_target: HostTarget, host_node: dict[str, Any], cluster: 
     evidence.record(f"{host_target.name}: {HOST_DRIVER_PROBE}", {"exit_status": probe.rc, "stdout": probe.stdout})
     if timed_out(probe) or probe.rc == 255:  # a probe that never completed says nothing about the driver
         unreadable(f"{host_target.where}: the driver probe did not complete (exit {probe.rc}: "
-                   f"{(probe.stderr or '').strip()[-200:]}): which driver the host has cannot be read")
+                   f"{(probe.stderr or '').strip()[-200:] or 'no output'}): which driver the host has cannot be read")
     lines = [line.strip() for line in probe.stdout.splitlines() if line.strip()]
     labels = host_node["metadata"].get("labels") or {}
     pods = _driver_pods(cluster, operator_namespace, host_node["metadata"]["name"])
