@@ -147,7 +147,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if state is None or rule is None:
         return
     # Applicability is decided from the site before blocking: a rule that does not apply is never `blocked`.
-    reason = state.catalog.rules[rule].not_applicable_reason(state.site)
+    reason = state.inapplicable.get(rule)
     if reason:
         item.stash[not_applicable_key] = reason
         raise NotApplicable(reason)

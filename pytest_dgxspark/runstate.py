@@ -32,11 +32,17 @@ class RunState:
     evidence: dict[str, list] = field(default_factory=dict)
     phases: dict[str, dict[str, Any]] = field(default_factory=dict)
     deselected: list[pytest.Item] = field(default_factory=list)
+    # Conditional rules whose applies_when the site does not meet, with the reason: decided once, at configure
+    # time (the RunState is made in pytest_configure), before any blocking.
+    inapplicable: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        reasons = {r.id: r.not_applicable_reason(self.site) for r in self.catalog.rules.values()}
+        self.inapplicable = {rid: why for rid, why in reasons.items() if why}
 
     def not_applicable_rules(self) -> dict[str, str]:
         """Conditional rules whose applies_when the site does not meet, with the reason (decided before blocking)."""
-        reasons = {r.id: r.not_applicable_reason(self.site) for r in self.catalog.rules.values()}
-        return {rid: why for rid, why in reasons.items() if why}
+        return dict(self.inapplicable)
 
     def statuses(self) -> dict[str, str]:
         outcomes: dict[str, list[str]] = {}
