@@ -11,6 +11,7 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+from urllib.parse import parse_qs
 
 import yaml
 
@@ -61,18 +62,25 @@ def verb_and_kind(req: dict) -> tuple[str, str] | None:
             prefix = "cuda-sample/"
         rest = rest[2:]
     kind = prefix + rest[0] + (f"/{rest[2]}" if len(rest) >= 3 else "")
-    query = req.get("query") or ""
-    if kind == "namespaces" and "managed-by%3Dpytest-dgxspark" in query.replace("=", "%3D"):
+    query = _query(req.get("query"))
+    if kind == "namespaces" and "managed-by=pytest-dgxspark" in query.get("labelSelector", ""):
         kind = "cuda-sample/namespaces"  # the CUDA sample looking for other runs' namespaces: fresh on purpose
     method = req.get("method", "GET")
     if method == "GET":
-        if "watch=true" in query or "watch=1" in query:
+        if query.get("watch") in ("true", "1"):
             verb = "WATCH"
         else:
             verb = "LIST" if len(rest) == 1 else "GET"
     else:
         verb = {"POST": "CREATE", "PUT": "UPDATE"}.get(method, method)
     return verb, kind
+
+
+def _query(query: object) -> dict[str, str]:
+    """A recorded query (requests.jsonl keeps a mapping of first values; a raw string is parsed)."""
+    if isinstance(query, dict):
+        return {str(k): str(v) for k, v in query.items()}
+    return {k: v[0] for k, v in parse_qs(str(query or ""), keep_blank_values=True).items()}
 
 
 def requests_by_verb_kind(requests: list[dict]) -> Counter:
@@ -142,6 +150,26 @@ def table(runs: list[dict]) -> list[str]:
     return lines
 
 
+def targets(runs: list[dict], nodes: int = 16) -> list[str]:
+    """Issue 8's targets, each with what this run measured and whether it holds (the benchmark holds them, not tests)."""
+    one = next(r for r in runs if r["nodes"] == 1)
+    many = next((r for r in runs if r["nodes"] == nodes), runs[-1])
+    ratio = many["wall_s"] / one["wall_s"]
+    lists_max = _max(v for r in runs for v in r["lists"].values())
+    conns_max = _max(v for r in runs for v in r["ssh_conns"].values())
+    one_cmds = _max(one["ssh_commands"].values())
+    cmds_max = _max(v for r in runs for v in r["ssh_commands"].values())
+    found = [
+        (f"wall_ratio_{many['nodes']}_1 <= 1.5", ratio <= 1.5, f"{ratio:.2f}"),
+        ("one LIST per kind per run", lists_max <= 1, f"at most {lists_max}"),
+        ("one SSH connection per host", conns_max <= 1, f"at most {conns_max}"),
+        ("no more SSH commands per host than the one-node run", cmds_max <= one_cmds, f"{cmds_max} vs {one_cmds}"),
+        ("healthy one-node run under 10 s", one["wall_s"] < 10 and one["verdict"] == "ACCEPTED",
+         f"{one['wall_s']:.1f} s, {one['verdict']}"),
+    ]
+    return [f"target {name}: {'holds' if ok else 'MISSED'} ({seen})" for name, ok, seen in found]
+
+
 def summary_line(runs: list[dict], nodes: int = 16) -> str:
     """The last line (DESIGN.md contract): node count, wall ratio to one node, the worst LIST count and SSH count."""
     one = next(r for r in runs if r["nodes"] == 1)
@@ -173,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
                   flush=True)
             for line in result["failed"]:
                 print(f"bench:   {line}")
-    for line in table(runs):
+    for line in table(runs) + targets(runs, 16 if 16 in counts else counts[-1]):
         print(f"bench: {line}")
     print(summary_line(runs, 16 if 16 in counts else counts[-1]))
     return 0
