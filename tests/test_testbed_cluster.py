@@ -387,6 +387,76 @@ def test_every_bundled_scenario_loads_with_description_and_valid_expect() -> Non
         assert set(s.expect["root_causes"]) <= {r for r, st in s.expect["rules"].items() if st in ("failed", "error")}, name
 
 
+def _built(name: str):
+    from pytest_dgxspark.testbed import objects
+    from pytest_dgxspark.testbed.resources import pod_status_text
+    from pytest_dgxspark.testbed.world import make_context
+
+    sc = load(name)
+    world = objects.build_workload(make_context(sc, {n: f"10.0.0.{i}" for i, n in enumerate(sc.nodes, 1)}))
+    pods = {o["metadata"]["name"].rsplit("-", 1)[0]: pod_status_text(o)[1] for o in world.objects
+            if o["kind"] == "Pod" and o["metadata"].get("namespace") == "gpu-operator"}
+    policy = world.find("ClusterPolicy", "cluster-policy")
+    return world, pods, policy["status"]["conditions"][0]["message"] if policy else None
+
+
+NOT_READY = "ClusterPolicy is not ready, states not ready: "
+WAITING = {"nvidia-container-toolkit-daemonset": "Init:0/1", "nvidia-operator-validator": "Init:0/4",
+           "nvidia-device-plugin-daemonset": "Init:0/2", "nvidia-dcgm-exporter": "Init:0/1", "gpu-feature-discovery": "Init:0/1"}
+
+
+@pytest.mark.parametrize(("name", "not_running", "message"), [
+    ("healthy", {}, "ClusterPolicy is ready as all resources have been successfully reconciled"),
+    ("nvml-missing", WAITING, NOT_READY + "[state-container-toolkit state-operator-validation state-device-plugin "
+                                          "state-dcgm-exporter gpu-feature-discovery]"),
+    ("proprietary-driver", WAITING, NOT_READY + "[state-container-toolkit state-operator-validation state-device-plugin "
+                                                "state-dcgm-exporter gpu-feature-discovery]"),
+    ("driver-not-loaded", {**WAITING, "nvidia-driver-daemonset": "CrashLoopBackOff"},
+     NOT_READY + "[state-driver state-container-toolkit state-operator-validation state-device-plugin "
+                 "state-dcgm-exporter gpu-feature-discovery]"),
+    ("device-plugin-crashloop", {"nvidia-device-plugin-daemonset": "CrashLoopBackOff",
+                                 "nvidia-operator-validator": "Init:CrashLoopBackOff"},
+     NOT_READY + "[state-operator-validation state-device-plugin]"),
+    ("gpu-not-allocatable-fresh", {"nvidia-operator-validator": "Init:CrashLoopBackOff"},
+     NOT_READY + "[state-operator-validation]"),
+    ("containerd-nri-disabled", {**WAITING, "nvidia-container-toolkit-daemonset": "CrashLoopBackOff",
+                                 "nvidia-operator-validator": "Init:1/4"},
+     NOT_READY + "[state-container-toolkit state-operator-validation state-device-plugin state-dcgm-exporter "
+                 "gpu-feature-discovery]"),
+    ("clusterpolicy-not-ready", {}, "No GPU node found, watching for new nodes to join the cluster."),
+])
+def test_the_operators_start_up_order_follows_the_host_facts(name: str, not_running: dict, message: str) -> None:
+    world, pods, policy_message = _built(name)
+    assert {p: s for p, s in pods.items() if s not in ("Running", "Completed")} == not_running
+    assert policy_message == message
+    gpu = world.find("Node", "gpu-01")["status"]["capacity"].get("nvidia.com/gpu")
+    assert gpu == ("1" if name == "healthy" else None)
+
+
+def test_a_failing_driver_validation_logs_nvidia_smis_answer_and_retries() -> None:
+    world, _, _ = _built("nvml-missing")
+    key = next(k for k in world.logs if k.startswith("gpu-operator/nvidia-operator-validator-") and k.endswith("/driver-validation"))
+    assert world.logs[key].splitlines()[:3] == [
+        "running command chroot with args [/host nvidia-smi]",
+        "NVIDIA-SMI couldn't find libnvidia-ml.so library in your system. Please make sure that the NVIDIA Display Driver is "
+        "properly installed and present in your system.",
+        "Please also try adding directory that contains libnvidia-ml.so to your system PATH."]
+    assert world.logs[key].count("failed to validate the driver, retrying after 5 seconds") == 3
+    plugin = next(k for k in world.logs if k.startswith("gpu-operator/nvidia-device-plugin-daemonset-") and "toolkit-validation" in k)
+    assert world.logs[plugin] == "waiting for nvidia container stack to be setup\n" * 3
+    labels = world.find("Node", "gpu-01")["metadata"]["labels"]
+    assert "nvidia.com/gpu.product" not in labels and labels["nvidia.com/gpu.deploy.driver"] == "pre-installed"
+
+
+def test_operands_are_owned_by_the_clusterpolicy_and_the_nfd_less_node_loses_gpu_present() -> None:
+    world, _, _ = _built("healthy")
+    policy = world.find("ClusterPolicy", "cluster-policy")
+    plugin = world.find("DaemonSet", "nvidia-device-plugin-daemonset")
+    assert plugin["metadata"]["ownerReferences"][0]["uid"] == policy["metadata"]["uid"]
+    world, _, _ = _built("clusterpolicy-not-ready")
+    assert world.find("Node", "gpu-01")["metadata"]["labels"]["nvidia.com/gpu.present"] == "false"
+
+
 # Rules no bundled scenario makes a root cause yet, and why (remove one when a scenario covers it).
 ROOT_CAUSE_GAPS = {
     "ADR-0001.hardening-baseline",  # informational: its status is `recorded`, never failed, so never a root cause

@@ -168,7 +168,6 @@ _COMPONENT_LOGS: dict[str, dict[str, str]] = {
         ),
     },
     "validator": {
-        "driver-validation": "running command chroot with args [/host nvidia-smi]\n",
         "toolkit-validation": "",
         "cuda-validation": "",
         "plugin-validation": "",
