@@ -201,6 +201,8 @@ def _status_of(item: pytest.Item, report: pytest.TestReport, state: RunState) ->
         return "blocked"
     if report.skipped and not_applicable_key in item.stash:
         return "not-applicable"
+    if report.failed and report.when == "call" and target_fault_key in item.stash:
+        return "target-error"  # the run could not reach or read a target: never shown as a check's FAILED
     if report.passed and report.when == "call" and state.catalog.rules[item_rule(item)].kind == "informational":
         return "recorded"
     return None
@@ -211,6 +213,7 @@ _TESTSTATUS = {
     "blocked": ("blocked", "B", "BLOCKED"),
     "not-applicable": ("not-applicable", "N", "N/A"),
     "recorded": ("recorded", "R", "RECORDED"),
+    "target-error": ("error", "E", "ERROR"),
 }
 
 

@@ -49,6 +49,8 @@ def test_an_ssh_drop_mid_run_is_incomplete_with_the_cause_and_its_fix_never_reje
                             "ADR-0001.rke2-service": ssh_fault("dropped")}, IMPORTS))
     result = pytester.runpytest(*SITE_ARGS)
     assert result.ret == EXIT_INCOMPLETE
+    assert " 2 errors, " in result.stdout.str() and "ERROR at call of test_" in result.stdout.str()
+    assert "FAILED" not in result.stdout.str()  # a target fault is never shown as a check's failure
     doc = results(pytester)
     assert doc["verdict"] == "INCOMPLETE"
     assert statuses(doc)["ADR-0002.host-nvml"] == "error"
