@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import shlex
 import time
 from collections.abc import Iterable
@@ -24,6 +25,7 @@ from pytest_dgxspark import probes
 from pytest_dgxspark.outcome import TargetError
 from pytest_dgxspark.probes import Command
 
+LOG = logging.getLogger(__name__)
 MARK = "@@dgxspark-gather "
 PARALLEL_PER_HOST = 8
 KILL_GRACE_S = 5
@@ -115,6 +117,8 @@ def gather_host(target: Any, settings: probes.Settings) -> Gathered:
         gathered.problem = f"{target.where}: gathering answered no usable output ({error}); its checks run each command"
     gathered.answers = dict(target.gathered_answers())
     gathered.seconds = time.monotonic() - started
+    if gathered.problem is not None:  # in the log of the check that opened the hosts (junit, report.html)
+        LOG.warning("gathering on %s: %s", target.name, gathered.problem)
     return gathered
 
 

@@ -90,9 +90,10 @@ class _Answering:
         return dict(self.kept)
 
 
-def test_a_host_without_python3_gathers_nothing_and_says_why() -> None:
+def test_a_host_without_python3_gathers_nothing_and_says_why(caplog: pytest.LogCaptureFixture) -> None:
     missing = CommandResult(None, 127, b"python3 -I -c ...", "", "sh: 1: python3: not found")
     found = gather.gather_host(_Answering(missing), Settings())
+    assert caplog.messages == [f"gathering on gpu-01: {found.problem}"]
     assert found.answers == {}
     assert found.problem == ("gpu-01 (10.0.0.21:22): gathering answered no usable output (the gatherer exited 127: "
                              "sh: 1: python3: not found); its checks run each command")
