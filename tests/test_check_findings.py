@@ -313,3 +313,20 @@ def test_a_command_killed_by_the_timeout_is_an_error_not_a_finding(finding_runs,
         assert rule(doc, rule_id)["status"] == "error", rule_id
         [message] = messages(doc, rule_id)
         assert "`pid=$(pgrep -o -x kubelet) && cat /proc/$pid/cmdline` did not complete (exit 124)" in message
+
+
+def test_a_404_on_a_built_in_list_is_an_error_and_on_a_crd_list_means_none():
+    from kubernetes.client.exceptions import ApiException
+
+    from pytest_dgxspark.targets_conn.cluster import Cluster, ClusterUnreachable
+
+    cluster = Cluster(None, "site/rke2/gpu")
+
+    def not_found(path, query=None):
+        raise ApiException(status=404, reason="Not Found")
+
+    cluster.get = not_found
+    assert cluster.list("clusterpolicies") == []  # the ClusterPolicy CRD is not installed: there are none
+    with pytest.raises(ClusterUnreachable) as raised:
+        cluster.list("pods", namespace="gpu-operator")
+    assert "GET /api/v1/pods answered 404 Not Found, which every Kubernetes API serves" in str(raised.value)

@@ -115,6 +115,8 @@ def assert_torn_down(tmp_path: Path) -> None:
 def scenario_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """One suite run per selected bundled scenario, E2E_WORKERS at a time."""
     wanted = selected(request, "test_the_suites_give_the_scenarios_expected_statuses_and_root_causes")
+    if "test_every_judged_rule_is_a_root_cause_in_some_bundled_scenario_run" in selected(request):
+        wanted = bundled_scenarios()  # the coverage test reads every scenario's run
     return run_selected(tmp_path_factory, wanted,
                         {name: (lambda _folder, name=name: ("--testbed", name)) for name in bundled_scenarios()})
 
@@ -132,6 +134,17 @@ def test_the_suites_give_the_scenarios_expected_statuses_and_root_causes(scenari
     assert sorted(doc["root_causes"]) == sorted(expect["root_causes"])
     assert doc["run"]["simulated"] is True and doc["run"]["testbed"] == name
     assert_torn_down(tmp_path)
+
+
+def test_every_judged_rule_is_a_root_cause_in_some_bundled_scenario_run(scenario_runs):
+    """Each of the 30 rules goes red on its own in some bundled scenario, as measured by running it (not only as its
+    expect says); informational rules are recorded, never judged, so never a root cause."""
+    from pytest_dgxspark.rules import load_catalog
+
+    causes = {rid for name in bundled_scenarios() for rid in result_of(scenario_runs, name)[2]["root_causes"]}
+    judged = [r.id for r in load_catalog().ordered() if r.kind != "informational"]
+    never = [rid for rid in judged if rid not in causes]
+    assert never == [], f"rules that no bundled scenario's run names as a root cause: {', '.join(never)}"
 
 
 def test_the_healthy_dgx_spark_passes_every_rule_but_the_air_gap_one(tmp_path):

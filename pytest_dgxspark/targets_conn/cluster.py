@@ -38,6 +38,8 @@ KINDS: dict[str, tuple[str, str, bool]] = {
     "clusterpolicies": ("/apis/nvidia.com/v1", "clusterpolicies", False),
     "ciliumnodes": ("/apis/cilium.io/v2", "ciliumnodes", False),
 }
+# API groups every Kubernetes serves: a 404 there is a broken API, not an absent CRD
+BUILTIN_PREFIXES = ("/api/v1/", "/apis/apps/v1/", "/apis/batch/v1/", "/apis/node.k8s.io/v1/")
 # kinds too sensitive or too large to list cluster-wide: always listed per namespace
 _NAMESPACE_ONLY = {"secrets", "configmaps"}
 
@@ -246,9 +248,16 @@ class Cluster:
                 query.append(("labelSelector", label_selector))
             try:
                 document = self.get(path, query)
-            except ApiException as error:  # 404: the API (a CRD) is not served
-                if error.status == 404:
+            except ApiException as error:
+                # 404 on a CRD's path: the CRD is not installed, there are none. On a built-in kind (core, apps,
+                # batch, node.k8s.io) every Kubernetes serves, it is no list at all: never read as "none exist".
+                if error.status == 404 and not path.startswith(BUILTIN_PREFIXES):
                     return []
+                if error.status == 404:
+                    raise ClusterUnreachable(
+                        f"{self.where}: GET {path} answered 404 Not Found, which every Kubernetes API serves: this is "
+                        "not a whole Kubernetes API (a proxy or a wrong server URL?), so its list cannot be read",
+                        target=self.target_id, cause=api_cause(error)) from None
                 raise
             items.extend(document.get("items") or [])
             token = (document.get("metadata") or {}).get("continue")
