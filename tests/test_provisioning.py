@@ -259,6 +259,21 @@ def local_run(tmp_path: Path, roots: dict[str, Path], *extra: str, site: Path = 
     return run_playbook(playbook, inventory, "-e", "rke2_manage_service=false", *extra, env=env, site=site)
 
 
+@pytest.mark.parametrize("playbook", ["rke2-server-install.yml", "rke2-status.yml"])
+def test_an_rke2_that_never_answers_version_ends_the_run_with_its_reason(tmp_path: Path, playbook: str) -> None:
+    root = node_root(tmp_path)
+    binary = root / "usr/local/bin/rke2"
+    binary.parent.mkdir(parents=True)
+    binary.write_text("#!/bin/sh\nexec sleep 600\n")  # the old testbed stand-in: a daemon that ignores --version
+    binary.chmod(0o755)
+    started = time.monotonic()
+    result = local_run(tmp_path, {"gpu-01": root}, "-e", "rke2_probe_timeout=2", playbook=PLAYBOOKS / playbook)
+    assert result.rc != 0 and time.monotonic() - started < 60
+    text = " ".join(result.output.split())
+    assert (f"gpu-01: `{binary} --version` did not answer within 2 s" in text
+            or "version \"none\" (rc 124, timed out after 2 s)" in text), text[-3000:]
+
+
 def test_a_downgrade_is_refused_before_anything_is_written(tmp_path: Path) -> None:
     root = node_root(tmp_path, version="v1.35.7+rke2r1")
     result = local_run(tmp_path, {"gpu-01": root}, "-e", f"rke2_install_script_sha256={SCRIPT_SHA256}")
