@@ -120,6 +120,30 @@ def test_make_help_lists_every_target_with_one_line() -> None:
     assert len(proc.stdout.splitlines()) == len(listed), "one line per target"
 
 
+def _tasks(node: Any) -> Iterator[dict[str, Any]]:
+    for item in node if isinstance(node, list) else []:
+        if isinstance(item, dict):
+            yield item
+            for key in ("block", "rescue", "always", "tasks", "pre_tasks", "post_tasks", "handlers"):
+                yield from _tasks(item.get(key))
+
+
+def test_every_command_the_roles_and_playbooks_run_is_under_timeout() -> None:
+    commands = []
+    for path in sorted([*PROVISIONING.glob("roles/*/tasks/*.yml"), *PLAYBOOKS.glob("*.yml")]):
+        for task in _tasks(yaml.safe_load(path.read_text())):
+            module = task.get("ansible.builtin.command") or task.get("ansible.builtin.shell") or task.get("command")
+            if module is None:
+                continue
+            argv = module.get("argv") if isinstance(module, dict) else module
+            text = argv if isinstance(argv, str) else " ".join(map(str, argv or []))
+            commands.append((f"{path.relative_to(PROVISIONING)}: {task['name']}", text))
+    assert len(commands) >= 10
+    untimed = [name for name, text in commands
+               if not (text.startswith("timeout ") or re.match(r"^\{\{ ?(\[ ?'timeout'|rke2_timeout_argv|rke2_status_timeout_argv)", text))]
+    assert untimed == [], f"commands without a timeout of their own: {untimed}"
+
+
 def test_install_playbooks_and_their_role_never_reference_the_gpu_operator() -> None:
     sources = [*INSTALL_PLAYBOOKS, *sorted((PROVISIONING / "roles" / "rke2").rglob("*"))]
     # the nvidia.com label domain may be named (labels set at registration only); nothing NVIDIA is deployed
