@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
-_GOOD = {"passed", "waived", "not-applicable"}
+# recorded: an informational rule, read and recorded (never "passed"); anything else stops the apply
+_GOOD = {"passed", "waived", "not-applicable", "recorded"}
 
 
 def gpu_operator_preflight_failures(results: dict[str, Any], layers: list[str]) -> list[str]:
