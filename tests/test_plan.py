@@ -86,12 +86,17 @@ def test_inventory_typos_are_usage_errors_with_a_did_you_mean(pytester, suite):
                 "did you mean 'ansible_host'?")
 
 
-def test_a_yaml_alias_bomb_is_refused_fast_naming_the_file(pytester, suite):
-    suite("host", TOUCH)
+def alias_bomb() -> list[str]:
+    """A billion-laughs document: nine levels of nine aliases, 9**9 strings once expanded."""
     lines = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
     for prev, name in zip("abcdefgh", "bcdefghi"):
         lines.append(f"{name}: &{name} [" + ",".join([f"*{prev}"] * 9) + "]")
-    (site_dir(pytester) / "waivers.yml").write_text("\n".join(lines) + "\n")
+    return lines
+
+
+def test_a_yaml_alias_bomb_is_refused_fast_naming_the_file(pytester, suite):
+    suite("host", TOUCH)
+    (site_dir(pytester) / "waivers.yml").write_text("\n".join(alias_bomb()) + "\n")
     started = time.monotonic()
     result = pytester.runpytest(*SITE_ARGS)
     assert time.monotonic() - started < 10
@@ -184,6 +189,18 @@ def test_a_report_dir_that_cannot_be_written_is_a_usage_error(pytester, suite):
                         "expected a directory this user can create files in")
 
 
+def test_a_billion_laughs_scenario_file_is_a_usage_error_naming_the_file(pytester, suite):
+    suite("host", TOUCH)
+    scenario = pytester.path / "bomb" / "scenario.yaml"
+    scenario.parent.mkdir()
+    scenario.write_text("description: an alias bomb\nextends: healthy\n" + "\n".join(alias_bomb()) + "\n")
+    started = time.monotonic()
+    result = pytester.runpytest(*SITE_ARGS, "--testbed", "bomb")
+    assert time.monotonic() - started < 10
+    usage_error(result, f"--testbed bomb: {scenario}: expands to more than 200000 nodes through aliases at line * "
+                        "(a YAML alias bomb?)")
+
+
 def test_an_unknown_scenario_is_a_usage_error_listing_the_bundled_ones(pytester, suite):
     suite("host", TOUCH)
     result = pytester.runpytest(*SITE_ARGS, "--testbed", "nosuch")
@@ -258,12 +275,9 @@ def test_make_demo_passes_site_only_when_site_is_given(args, site_option):
 def test_an_alias_bomb_inside_values_content_is_refused_naming_the_key(pytester, suite):
     suite("host", TOUCH)
     chart = site_dir(pytester) / "rke2" / "gpu-operator.helmchart.yaml"
-    bomb = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
-    for prev, name in zip("abcdefgh", "bcdefghi"):
-        bomb.append(f"{name}: &{name} [" + ",".join([f"*{prev}"] * 9) + "]")
     text = chart.read_text()
     chart.write_text(text[:text.index("  valuesContent: |-")] + "  valuesContent: |-\n" +
-                     "".join(f"    {line}\n" for line in bomb))
+                     "".join(f"    {line}\n" for line in alias_bomb()))
     usage_error(pytester.runpytest(*SITE_ARGS),
                 "*gpu-operator.helmchart.yaml: spec.valuesContent: not YAML values: expands to more than 200000 nodes "
                 "through aliases at line * (a YAML alias bomb?)")

@@ -15,8 +15,6 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
-
 from pytest_dgxspark.testbed import components, logs
 from pytest_dgxspark.testbed.node import gpu_nodes, host_facts, node_kube
 from pytest_dgxspark.testbed.podshape import meta, ts
@@ -88,7 +86,7 @@ def plan(ctx: Context) -> Plan:
     """Every GPU node's operand states, from its host facts and the live HelmChart's values."""
     op = _op(ctx)
     spec = dict(op.get("helmchart") or {})
-    values = yaml.safe_load(spec.get("valuesContent") or "") or {}
+    values = ctx.scenario.helm_values()
     installed = bool(op.get("installed", True))
     chart_done = installed and op.get("helm_job", "complete") == "complete"
     operator_up = chart_done and _override(ctx, "operator").get("state", "running") == "running"

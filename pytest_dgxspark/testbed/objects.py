@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import yaml
-
 from pytest_dgxspark.testbed import components, gpuoperator, images
 from pytest_dgxspark.testbed.node import RKE2_VERSION, node
 from pytest_dgxspark.testbed.podshape import meta, status_for
@@ -28,7 +26,7 @@ def build_workload(ctx: Context) -> World:
     components.cni(ctx, world)
     if plan.installed:
         gpuoperator.install(ctx, world, plan)
-    for obj in list(cluster.get("objects") or []) + _object_files(ctx):
+    for obj in list(cluster.get("objects") or []) + ctx.scenario.objects():
         world.add(complete(ctx, obj))
     running = [c.get("image", "") for o in world.objects if o["kind"] == "Pod"
                for c in (o.get("spec") or {}).get("containers", []) + (o.get("spec") or {}).get("initContainers", [])]
@@ -65,10 +63,3 @@ def complete(ctx: Context, obj: dict[str, Any]) -> dict[str, Any]:
         spec.setdefault("schedulerName", "default-scheduler")
         obj["status"] = status_for(obj, "running" if node_name else "pending", ctx.node_ips.get(node_name, ""), ctx.now - 3600)
     return obj
-
-
-def _object_files(ctx: Context) -> list[dict[str, Any]]:
-    found = []
-    for path in ctx.scenario.object_files():
-        found.extend(doc for doc in yaml.safe_load_all(path.read_text()) if doc)
-    return found

@@ -7,9 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from pytest_dgxspark.testbed.faults import Faults, FaultSpecError
+from pytest_dgxspark.yamlload import load_yaml, load_yaml_all, loads
 
 BUNDLED_DIR = Path(__file__).parent / "scenarios"
 TOP_LEVEL_KEYS = frozenset({"description", "extends", "nodes", "cluster", "management", "expect"})
@@ -73,6 +72,26 @@ class Scenario:
         for directory in self.chain:
             files.extend(sorted((directory / "objects").glob("*.yaml")))
         return files
+
+    def objects(self) -> list[dict[str, Any]]:
+        """Every non-empty document of the object files, through the strict loader (`load` has checked them)."""
+        found: list[dict[str, Any]] = []
+        for path in self.object_files():
+            try:
+                found.extend(doc for doc in load_yaml_all(path) if doc)
+            except ValueError as exc:
+                raise ScenarioError(str(exc)) from None
+        return found
+
+    def helm_values(self) -> dict[str, Any]:
+        """The GPU Operator HelmChart's `valuesContent`, parsed by the strict loader (`load` has checked it)."""
+        spec = (self.cluster.get("gpu_operator") or {}).get("helmchart") or {}
+        where = f"{self.directory / 'scenario.yaml'}: cluster.gpu_operator.helmchart.valuesContent"
+        try:
+            values = loads(spec.get("valuesContent") or "", where) if isinstance(spec, dict) else None
+        except ValueError as exc:
+            raise ScenarioError(str(exc)) from None
+        return values or {}
 
     def node_root_dirs(self, node: str) -> list[Path]:
         """`nodes/<node>/root/` trees of the extends chain, base first (later ones lie on top)."""
@@ -145,7 +164,7 @@ def load(scenario: str | Path) -> Scenario:
     site_dir = next((d / "site" for d in reversed(chain) if (d / "site" / "rke2" / "vars.yml").is_file()), None)
     expect = layers[-1].get("expect") or {}
     expect = {"rules": dict(expect.get("rules") or {}), "root_causes": list(expect.get("root_causes") or [])}
-    return Scenario(
+    loaded = Scenario(
         name=directory.name,
         description=str(data.get("description", "")).strip(),
         directory=directory,
@@ -154,13 +173,19 @@ def load(scenario: str | Path) -> Scenario:
         site_dir=site_dir,
         chain=tuple(chain),
     )
+    # The YAML inside the scenario (object files, the HelmChart's values) is read now, so a bad one is a usage error
+    # before any namespace is made, not a failed testbed start.
+    loaded.objects()
+    loaded.helm_values()
+    return loaded
 
 
 def _read(path: Path) -> dict[str, Any]:
+    """A scenario file through the one strict loader: duplicate keys, alias bombs and non-UTF-8 bytes are refused."""
     try:
-        raw = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise ScenarioError(f"{path}: cannot be read as YAML: {exc}") from exc
+        raw = load_yaml(path)
+    except ValueError as exc:  # the message names the file and what was found
+        raise ScenarioError(str(exc)) from None
     if not isinstance(raw, dict):
         raise ScenarioError(f"{path}: must be a mapping, got {type(raw).__name__}")
     return raw
