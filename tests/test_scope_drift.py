@@ -83,27 +83,69 @@ def test_a_baseline_of_another_cluster_is_called_out_first():
 
 
 @pytest.mark.skipif(not Path("/usr/sbin/sshd").exists(), reason="the testbed needs openssh-server")
-def test_the_after_upgrade_run_is_accepted_on_the_gpu_chain_and_shows_only_the_driver_change(tmp_path):
+def test_a_rehearsal_on_the_same_scenario_shows_no_drift_and_an_upgrade_shows_only_the_driver_change(tmp_path):
+    """The README's after-upgrade run, rehearsed on the testbed: a scenario (and one extending it) keeps its kube-system
+    UID across starts, as a real cluster does, so the baseline is never 'of another cluster'."""
     from tests.test_e2e import run_suite
 
-    for sub in ("handover", "after"):
+    for sub in ("handover", "rehearsal", "after"):
         (tmp_path / sub).mkdir()
     first, handover = run_suite(tmp_path / "handover", "--testbed", "healthy")
     assert handover["verdict"] == "ACCEPTED", first.stdout[-3000:]
+    baseline = str((tmp_path / "handover" / "reports" / "latest").resolve())
+    proc, doc = run_suite(tmp_path / "rehearsal", "--testbed", "healthy", "-m", "gpu", "--dgxspark-baseline", baseline)
+    assert doc["verdict"] == "ACCEPTED", proc.stdout[-3000:]
+    drift = doc["drift"]
+    assert (drift["other_cluster"], drift["status_changes"], drift["provenance"]) == (None, [], [])
+    assert "another cluster" not in proc.stdout
+    assert "  drift: 0 status changes, 0 provenance changes over 13 rules judged in both runs" in proc.stdout
     upgraded = tmp_path / "upgraded"
     upgraded.mkdir()
     (upgraded / "scenario.yaml").write_text(
         "description: healthy after a driver upgrade\nextends: healthy\nnodes:\n  gpu-01:\n"
         "    host: {driver: {version: 580.126.09}}\n    kube: {driver_version: 580.126.09}\n"
         "expect: {rules: {}, root_causes: []}\n")
-    baseline = tmp_path / "handover" / "reports" / "latest"
-    proc, doc = run_suite(tmp_path / "after", "--testbed", str(upgraded), "-m", "gpu",
-                          "--dgxspark-baseline", str(baseline.resolve()))
+    proc, doc = run_suite(tmp_path / "after", "--testbed", str(upgraded), "-m", "gpu", "--dgxspark-baseline", baseline)
     assert doc["verdict"] == "ACCEPTED" and doc["scope"]["name"] == "GPU chain", proc.stdout[-3000:]
     assert proc.returncode == 0
     drift = doc["drift"]
-    assert drift["status_changes"] == []
+    assert drift["other_cluster"] is None and drift["status_changes"] == []
     assert len(drift["not_compared"]) == 17
     assert "drift: 0 status changes, " in proc.stdout and " over 13 rules judged in both runs" in proc.stdout
-    driver_changes = [c for c in drift["provenance"] if "580.126.09" in str(c["to"])]
-    assert driver_changes and all(c["from"] and "580.95.05" in str(c["from"]) for c in driver_changes)
+    assert drift["provenance"] and {c["key"] for c in drift["provenance"]} == {"nvidia_driver"}
+    assert all((c["from"], c["to"]) == ("580.95.05", "580.126.09") for c in drift["provenance"])
+
+
+def test_a_scenario_keeps_its_namespace_uids_across_starts_and_one_extending_it_is_the_same_cluster():
+    from pytest_dgxspark.testbed import scenario
+    from pytest_dgxspark.testbed.objects import build_management, build_workload
+    from pytest_dgxspark.testbed.world import make_context
+
+    def uids(name: str) -> tuple[str, str]:
+        ctx = make_context(scenario.load(name), {"gpu-01": "172.29.9.2"})
+        ns = {o["metadata"]["name"]: o["metadata"]["uid"] for o in build_workload(ctx).objects if o["kind"] == "Namespace"}
+        mgmt = {o["metadata"]["name"]: o["metadata"]["uid"]
+                for o in build_management(ctx, "https://172.29.9.2:6443", b"", "t").objects if o["kind"] == "Namespace"}
+        return ns["kube-system"], mgmt["kube-system"]
+
+    first, again, extended = uids("healthy"), uids("healthy"), uids("driver-not-loaded")
+    assert first == again == extended
+    assert first[0] != first[1]  # the management cluster is another cluster
+    assert scenario.load("driver-not-loaded").lineage == "healthy"
+
+
+def _slot_doc(simulated: bool, address: str) -> dict:
+    doc = _doc({})
+    doc["run"]["simulated"] = simulated
+    doc["provenance"]["hosts"]["gpu-01"]["address"] = address
+    doc["provenance"]["cluster"]["server"] = f"https://{address}:6443"
+    return doc
+
+
+def test_between_two_testbed_runs_addresses_are_set_aside_and_between_real_runs_they_are_drift():
+    drift = compute_drift(Baseline(Path("b.json"), _slot_doc(True, "172.29.1.2"), "verified"), _slot_doc(True, "172.29.3.2"))
+    assert drift["provenance"] == []
+    assert [c["key"] for c in drift["testbed_addresses_not_compared"]] == ["server", "address"]
+    drift = compute_drift(Baseline(Path("b.json"), _slot_doc(False, "10.0.0.21"), "verified"), _slot_doc(False, "10.0.0.22"))
+    assert [(c["key"], c["to"]) for c in drift["provenance"]] == [("server", "https://10.0.0.22:6443"), ("address", "10.0.0.22")]
+    assert drift["testbed_addresses_not_compared"] == []

@@ -10,6 +10,9 @@ from pytest_dgxspark.report import facts
 from pytest_dgxspark.report.manifest import ManifestError, check_manifest
 
 BROKEN = frozenset({"failed", "error", "blocked"})
+# Provenance a testbed draws anew on each start (its free address slot), not the scenario's: between two simulated
+# runs these are set aside, as a real site's node addresses and API endpoint stay put.
+TESTBED_SLOT_KEYS = frozenset({"address", "server"})
 # A rule a run did not judge (deselected by -m/-k, or without tests) has no status to compare.
 NOT_JUDGED = frozenset({"not-selected", "untested", None})
 
@@ -128,6 +131,10 @@ def compute_drift(baseline: Baseline, current: dict[str, Any]) -> dict[str, Any]
     elsewhere = other_cluster(baseline.results.get("provenance"), current.get("provenance"))
     if elsewhere is not None:
         provenance = [c for c in provenance if not (c["node"] is None and c["key"] == "cluster_uid")]
+    set_aside = []
+    if run.get("simulated") and current.get("run", {}).get("simulated"):
+        set_aside = [c for c in provenance if c["key"] in TESTBED_SLOT_KEYS]
+        provenance = [c for c in provenance if c["key"] not in TESTBED_SLOT_KEYS]
     return {
         "other_cluster": elsewhere,
         "compared_rules": judged,
@@ -145,4 +152,6 @@ def compute_drift(baseline: Baseline, current: dict[str, Any]) -> dict[str, Any]
         "newly_waived": [c for c in changes if c["to"] == "waived"],
         "status_changes": changes,
         "provenance": provenance,
+        # both runs are testbeds: their addresses come from the address slot each start took, not the scenario
+        "testbed_addresses_not_compared": set_aside,
     }

@@ -40,7 +40,7 @@ def build_management(ctx: Context, workload_server: str, workload_ca: bytes, wor
     world = World()
     mgmt = ctx.scenario.management
     for ns in ("default", "kube-system", "kube-public", "kube-node-lease", mgmt.get("namespace", "argocd")):
-        world.add(namespace(ctx, ns))
+        world.add(namespace(ctx, ns, cluster="management"))
     components.argocd(ctx, world, workload_server, workload_ca, workload_token)
     world.settings = {"workload": {}, "version": mgmt.get("version", "v1.34.10+k3s1"), "node_ips": {}}
     return world

@@ -52,6 +52,12 @@ class Scenario:
         return self.data.get("nodes") or {}
 
     @property
+    def lineage(self) -> str:
+        """The cluster this scenario simulates: the base of its `extends` chain (`healthy` for a scenario that
+        extends healthy). A real cluster keeps its identity across upgrades and faults; so does a simulated one."""
+        return self.chain[0].name if self.chain else self.name
+
+    @property
     def cluster(self) -> dict[str, Any]:
         return self.data.get("cluster") or {}
 

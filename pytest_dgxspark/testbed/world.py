@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,10 +63,18 @@ def c(name: str, image: str, **extra: Any) -> dict[str, Any]:
     return container(name, image, **extra)
 
 
-def namespace(ctx: Context, name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Namespace",
-            "metadata": meta(name, None, ctx.created, {"kubernetes.io/metadata.name": name, **(labels or {})}),
+def namespace(ctx: Context, name: str, labels: dict[str, str] | None = None, cluster: str = "workload") -> dict[str, Any]:
+    """A Namespace whose uid is the same on every start of the scenario's lineage (the kube-system UID names the
+    cluster: a rehearsal against an earlier testbed bundle compares the same cluster, as on a real site)."""
+    md = meta(name, None, ctx.created, {"kubernetes.io/metadata.name": name, **(labels or {})})
+    md["uid"] = namespace_uid(ctx.scenario.lineage, cluster, name)
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": md,
             "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}
+
+
+def namespace_uid(lineage: str, cluster: str, name: str) -> str:
+    """The uid of Namespace `name` in the `cluster` (workload | management) of a scenario lineage."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"https://testbed.dgxspark.io/{lineage}/{cluster}/namespaces/{name}"))
 
 
 def owner_ref(obj: dict[str, Any]) -> dict[str, Any]:
