@@ -150,3 +150,39 @@ def test_a_read_only_report_dir_is_a_usage_error_before_any_target(tmp_path):
     assert proc.returncode == 4
     assert "cannot be written (Read-only file system); expected a directory this user can create files in" in proc.stderr
     assert "INTERNALERROR" not in proc.stdout + proc.stderr
+
+
+FINISH_ON_A_FULL_DISK = """
+import json, os
+from pathlib import Path
+from pytest_dgxspark.report import bundle
+from pytest_dgxspark.report.example import example_results, write_example_bundle
+
+os.environ["DGXSPARK_PDF"] = "off"
+run = write_example_bundle(Path("out/run"), example_results())
+fd = os.open("out/filler", os.O_WRONLY | os.O_CREAT)
+try:
+    while os.write(fd, b"x" * 4096):
+        pass
+except OSError:
+    pass
+outcome = bundle.finish_bundle(run, "both")
+print(json.dumps({"problems": outcome.problems,
+                  "files": sorted(p.name for p in run.iterdir() if p.is_file())}))
+"""
+
+
+def test_a_full_disk_while_finishing_the_bundle_leaves_no_empty_or_partial_file(tmp_path):
+    """A real tmpfs filled to the last page: summary, CTRF, attestation and manifest each fail, and leave nothing."""
+    import subprocess
+    import sys
+
+    (tmp_path / "out").mkdir()
+    (tmp_path / "finish.py").write_text(FINISH_ON_A_FULL_DISK)
+    proc = subprocess.run(["unshare", "-m", "sh", "-c", f"mount -t tmpfs -o size=2m tmpfs out && exec {sys.executable} "
+                           "finish.py"], cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    done = json.loads(proc.stdout)
+    assert done["problems"] == [f"{name} not written (No space left on device)"
+                                for name in ("summary.html", "ctrf.json", "attestation.intoto.json", "MANIFEST.sha256")]
+    assert done["files"] == ["results.json"]

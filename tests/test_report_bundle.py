@@ -114,6 +114,27 @@ def test_re_rendering_the_summary_in_the_runs_language_keeps_the_manifest_valid(
     assert 'lang="ko"' not in (bundle.parent / "en.html").read_text(encoding="utf-8").split("<body>")[1].split('id="matrix"')[0]
 
 
+def test_a_sealed_bundle_keeps_its_summary_when_another_language_is_asked_and_still_verifies(
+        bundle: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    before = (bundle / "summary.html").read_bytes()
+    assert cli.main(["summary", str(bundle), "--lang", "en"]) == 2
+    assert capsys.readouterr().err == (
+        f"FAILED: {bundle} is a sealed bundle (MANIFEST.sha256): a summary.html in lang en would no longer match its "
+        "manifest and attestation (dgxspark-report verify would fail); give -o FILE to write it outside the bundle\n")
+    assert (bundle / "summary.html").read_bytes() == before
+    assert cli.main(["summary", str(bundle), "--lang", "both"]) == 0
+    assert capsys.readouterr().out == f"{bundle / 'summary.html'} is already this rendering (lang both); the bundle is unchanged\n"
+    assert cli.main(["verify", str(bundle)]) == 0
+
+
+def test_a_directory_without_a_manifest_gets_its_summary_rewritten_in_place(tmp_path: Path,
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    run_dir = write_example_bundle(tmp_path / "run", example_results())
+    assert cli.main(["summary", str(run_dir), "--lang", "en"]) == 0
+    assert capsys.readouterr().out == f"wrote {run_dir / 'summary.html'}\n"
+    assert 'lang="ko"' not in (run_dir / "summary.html").read_text(encoding="utf-8").split("<body>")[1].split('id="matrix"')[0]
+
+
 def test_dgxspark_pdf_off_skips_the_pdf_and_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DGXSPARK_PDF", "off")
     monkeypatch.setattr(bundle_module, "chromium", lambda: pytest.fail("Chromium must not be looked for"))

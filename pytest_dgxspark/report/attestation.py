@@ -8,6 +8,7 @@ from typing import Any
 
 from pytest_dgxspark.report.ctrf import tool_version
 from pytest_dgxspark.report.manifest import bundle_files, sha256_file
+from pytest_dgxspark.results import write_atomic
 
 ATTESTATION = "attestation.intoto.json"
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -76,7 +77,10 @@ def subjects(run_dir: Path) -> list[dict[str, Any]]:
 
 
 def write_attestation(run_dir: Path, keep_predicate: bool = False) -> Path:
-    """(Re)write run_dir/attestation.intoto.json; keep_predicate re-attests new files under the run's own predicate."""
+    """(Re)write run_dir/attestation.intoto.json; keep_predicate re-attests new files under the run's own predicate.
+
+    Written atomically: a full disk leaves the previous file or none, never a partial one.
+    """
     results = json.loads((run_dir / "results.json").read_text(encoding="utf-8"))
     body = predicate(results)
     target = run_dir / ATTESTATION
@@ -89,7 +93,7 @@ def write_attestation(run_dir: Path, keep_predicate: bool = False) -> Path:
             body = old["predicate"]
     statement = {"_type": STATEMENT_TYPE, "subject": subjects(run_dir), "predicateType": PREDICATE_TYPE,
                  "predicate": body}
-    target.write_text(json.dumps(statement, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_atomic(target, json.dumps(statement, indent=2, ensure_ascii=False) + "\n")
     return target
 
 

@@ -45,6 +45,8 @@ def _step(name: str, action: Callable[[], Path], written: list[str], problems: l
         return True
     except (SummaryError, PdfError, CtrfError, ManifestError, SigningError) as exc:
         problems.append(f"{name} not written: {exc}")
+    except OSError as exc:  # a full or read-only disk: the atomic write left no partial file behind
+        problems.append(f"{name} not written ({exc.strerror or exc})")
     except Exception as exc:  # noqa: BLE001 - one broken file must not cost the rest of the bundle
         problems.append(f"{name} not written: {where}: {type(exc).__name__}: {exc}")
     return False

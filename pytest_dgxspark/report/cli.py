@@ -16,6 +16,7 @@ from pytest_dgxspark.report.messages import LANGS
 from pytest_dgxspark.report.pdf import PDF, PdfError, print_pdf
 from pytest_dgxspark.report.signing import SigningError, key_problem, verify_signature
 from pytest_dgxspark.report.summary import SummaryError, render_summary, write_summary
+from pytest_dgxspark.results import write_atomic
 
 OK, FAILED, USAGE = 0, 1, 2
 
@@ -33,7 +34,8 @@ def _parser() -> argparse.ArgumentParser:
     summary.add_argument("dir", type=Path, help="the bundle directory (reports/<run-id>)")
     summary.add_argument("--lang", choices=LANGS, help="ko, en or both (default: the run's own)")
     summary.add_argument("-o", "--output", type=Path, metavar="FILE",
-                         help="write here instead of DIR/summary.html (keeps the manifest intact)")
+                         help="write here instead of DIR/summary.html; required for another language once the bundle "
+                              "is sealed (MANIFEST.sha256), which it never rewrites")
     pdf = commands.add_parser("pdf", help="print summary.html to summary.pdf with headless Chromium and re-seal the bundle")
     pdf.add_argument("dir", type=Path, help="the bundle directory (reports/<run-id>)")
     pdf.add_argument("--sign", type=Path, metavar="KEY",
@@ -95,20 +97,38 @@ def verify(directory: Path, allowed_signers: Path | None, identity: str | None) 
 
 
 def summary(directory: Path, lang: str | None, output: Path | None) -> int:
-    """Re-render the summary of a bundle; 0 when written."""
+    """Re-render the summary of a bundle; 0 when written.
+
+    A sealed bundle (it has MANIFEST.sha256) keeps its summary.html: a rendering that differs from it goes to -o
+    FILE only, since rewriting it in place would break the manifest, the attestation and summary.pdf.
+    """
     try:
+        if output is None and (directory / MANIFEST).is_file():
+            return _summary_of_sealed(directory, lang)
         if output is None:
             target = write_summary(directory, lang)
         else:
             results = json.loads((directory / "results.json").read_text(encoding="utf-8"))
-            output.write_text(render_summary(results, lang or results.get("run", {}).get("lang") or "both"),
-                              encoding="utf-8")
+            write_atomic(output, render_summary(results, lang or results.get("run", {}).get("lang") or "both"))
             target = output
     except (SummaryError, OSError, ValueError) as exc:
         print(f"FAILED: {exc}", file=sys.stderr)
         return FAILED
     print(f"wrote {target}")
     return OK
+
+
+def _summary_of_sealed(directory: Path, lang: str | None) -> int:
+    results = json.loads((directory / "results.json").read_text(encoding="utf-8"))
+    chosen = lang or results.get("run", {}).get("lang") or "both"
+    current = directory / "summary.html"
+    if current.is_file() and current.read_text(encoding="utf-8") == render_summary(results, chosen):
+        print(f"{current} is already this rendering (lang {chosen}); the bundle is unchanged")
+        return OK
+    print(f"FAILED: {directory} is a sealed bundle ({MANIFEST}): a summary.html in lang {chosen} would no longer "
+          f"match its manifest and attestation (dgxspark-report verify would fail); give -o FILE to write it "
+          "outside the bundle", file=sys.stderr)
+    return USAGE
 
 
 def pdf(directory: Path, key: Path | None, output: Path | None) -> int:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_dgxspark.report.matrix import evidence_href
+from pytest_dgxspark.results import write_atomic
 
 CTRF = "ctrf.json"
 SPEC_VERSION = "0.0.0"
@@ -120,10 +121,10 @@ def build_ctrf(results: dict[str, Any]) -> dict[str, Any]:
 
 
 def write_ctrf(run_dir: Path) -> Path:
-    """(Re)write run_dir/ctrf.json from run_dir/results.json."""
+    """(Re)write run_dir/ctrf.json from run_dir/results.json, atomically (a full disk leaves no partial file)."""
     results = json.loads((run_dir / "results.json").read_text(encoding="utf-8"))
     target = run_dir / CTRF
-    target.write_text(json.dumps(build_ctrf(results), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_atomic(target, json.dumps(build_ctrf(results), indent=2, ensure_ascii=False) + "\n")
     return target
 
 

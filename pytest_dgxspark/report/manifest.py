@@ -6,6 +6,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_dgxspark.results import write_atomic
+
 MANIFEST = "MANIFEST.sha256"
 SIGNATURE = "MANIFEST.sha256.sig"
 _EXCLUDED = frozenset({MANIFEST, SIGNATURE})
@@ -64,15 +66,13 @@ def _check_name(rel: str) -> None:
 
 
 def write_manifest(run_dir: Path) -> Path:
-    """Write run_dir/MANIFEST.sha256 over every other file (sorted, relative paths) and return its path."""
+    """Write run_dir/MANIFEST.sha256 over every other file (sorted, relative paths), atomically; return its path."""
     lines = []
     for rel in bundle_files(run_dir):
         _check_name(rel)
         lines.append(f"{sha256_file(run_dir / rel)}  {rel}\n")
     manifest = run_dir / MANIFEST
-    tmp = manifest.with_name(MANIFEST + ".tmp")
-    tmp.write_text("".join(lines), encoding="utf-8")
-    tmp.replace(manifest)
+    write_atomic(manifest, "".join(lines))
     return manifest
 
 

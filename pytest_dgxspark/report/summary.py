@@ -12,6 +12,7 @@ from markupsafe import Markup
 
 from pytest_dgxspark.report import facts, matrix, messages
 from pytest_dgxspark.report.matrix import LAYERS
+from pytest_dgxspark.results import write_atomic
 
 SEOUL = ZoneInfo("Asia/Seoul")
 _TEMPLATES = Path(__file__).parent / "templates"
@@ -224,7 +225,7 @@ def render_summary(results: dict[str, Any], lang: str = "both") -> str:
 
 
 def write_summary(run_dir: Path, lang: str | None = None) -> Path:
-    """(Re)write run_dir/summary.html from run_dir/results.json; lang defaults to the run's own."""
+    """(Re)write run_dir/summary.html from run_dir/results.json; lang defaults to the run's own; atomically (no partial file)."""
     source = run_dir / "results.json"
     try:
         results = json.loads(source.read_text(encoding="utf-8"))
@@ -234,5 +235,5 @@ def write_summary(run_dir: Path, lang: str | None = None) -> Path:
         raise SummaryError(f"{source}: not JSON (line {exc.lineno}: {exc.msg})") from exc
     chosen = lang or (results.get("run") or {}).get("lang") or "both"
     target = run_dir / "summary.html"
-    target.write_text(render_summary(results, chosen), encoding="utf-8")
+    write_atomic(target, render_summary(results, chosen))
     return target
