@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from kubernetes import client as k8s_client
@@ -20,7 +22,29 @@ LEASE_DURATION_S = 30
 RENEW_EVERY_S = 10
 WAIT_STEP_S = 2.0
 REQUEST_TIMEOUT = (10, 30)
+# The sample's per-node requests (pod create, log, diagnostics) in flight at once: 16 nodes cost about one round
+# trip, not 16. Never more than the client's connection pool holds (5 per CPU), which would open and drop extras.
+REQUESTS_AT_ONCE = 16
 leftovers_key = pytest.StashKey["CudaRun"]()
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def requests_at_once(cluster: Any) -> int:
+    """How many of the sample's requests go out at once: REQUESTS_AT_ONCE, at most the client's pool size."""
+    pool = getattr(getattr(cluster.api, "configuration", None), "connection_pool_maxsize", None)
+    return max(1, min(REQUESTS_AT_ONCE, int(pool or REQUESTS_AT_ONCE)))
+
+
+def per_pod(call: Callable[[T], R], items: Iterable[T], at_once: int = REQUESTS_AT_ONCE) -> list[R]:
+    """call(item) for every item, `at_once` at a time; the answers in the items' order. Every call finishes before
+    the first exception (in the items' order) propagates, so none is left running behind a failure."""
+    items = list(items)
+    if len(items) <= 1 or at_once <= 1:
+        return [call(item) for item in items]
+    with ThreadPoolExecutor(max_workers=min(at_once, len(items)), thread_name_prefix="cuda-sample") as pool:
+        futures = [pool.submit(call, item) for item in items]
+    return [future.result() for future in futures]
 
 
 class GpuBusy(TargetError):

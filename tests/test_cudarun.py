@@ -221,3 +221,49 @@ def test_a_user_without_lease_or_namespace_list_rights_runs_the_sample_and_says_
         "this run's: no Lease (HTTP 403 Forbidden); other runs remove it only after the CUDA timeout",
         "not checked: HTTP 403 Forbidden listing namespaces or reading Leases; concurrent runs are not detected"]
     assert api.calls == ["create ns dgxspark-cuda-r2", "delete ns dgxspark-cuda-r2"]
+
+
+def test_the_samples_requests_go_out_at_once_and_answer_in_pod_order():
+    import threading
+
+    in_flight, most = [0], [0]
+    lock = threading.Lock()
+
+    def slow(item: int) -> int:
+        with lock:
+            in_flight[0] += 1
+            most[0] = max(most[0], in_flight[0])
+        time.sleep(0.05)
+        with lock:
+            in_flight[0] -= 1
+        return item * 10
+
+    started = time.monotonic()
+    assert cudarun.per_pod(slow, range(16), at_once=16) == [i * 10 for i in range(16)]
+    assert most[0] > 1 and time.monotonic() - started < 16 * 0.05
+    most[0] = 0
+    assert cudarun.per_pod(slow, range(3), at_once=1) == [0, 10, 20] and most[0] == 1
+
+
+def test_the_first_failing_request_in_pod_order_propagates_after_every_request_has_finished():
+    finished: list[int] = []
+
+    def call(item: int) -> int:
+        time.sleep(0.02 * (5 - item))
+        finished.append(item)
+        if item in (1, 3):
+            raise ApiException(status=500 + item)
+        return item
+
+    with pytest.raises(ApiException) as raised:
+        cudarun.per_pod(call, range(5), at_once=5)
+    assert raised.value.status == 501 and sorted(finished) == [0, 1, 2, 3, 4]
+
+
+def test_no_more_requests_at_once_than_the_clients_connection_pool_holds():
+    def cluster(pool):
+        return SimpleNamespace(api=SimpleNamespace(configuration=SimpleNamespace(connection_pool_maxsize=pool)))
+
+    assert cudarun.requests_at_once(cluster(10)) == 10
+    assert cudarun.requests_at_once(cluster(100)) == cudarun.REQUESTS_AT_ONCE == 16
+    assert cudarun.requests_at_once(cluster(None)) == 16

@@ -10,6 +10,7 @@ from kubernetes import watch
 from kubernetes.client.exceptions import ApiException
 
 from pytest_dgxspark.connections import transient
+from pytest_dgxspark.cudarun import per_pod, requests_at_once
 from pytest_dgxspark.podstate import PodStory, pod_story, status_message
 from pytest_dgxspark.parsing import node_taints
 from pytest_dgxspark.checking import require
@@ -144,19 +145,23 @@ def test_cuda_sample_pod_passes_on_every_gpu_node(
     started = time.monotonic()
     try:
         cuda_namespace.create()
-        for name, gpu in pods.items():
-            body = cuda_pod(name, image, gpu.node)
+        bodies = [cuda_pod(name, image, gpu.node) for name, gpu in pods.items()]
+        for body in bodies:
             body["metadata"]["labels"].update(cuda_namespace.labels)  # the run id, as on the namespace
-            create_pod(cluster, cuda_namespace.name, body)
+        at_once = requests_at_once(cluster)
+        per_pod(lambda body: create_pod(cluster, cuda_namespace.name, body), bodies, at_once)
         phases = watch_until_done(cluster, cuda_namespace.name, set(pods), cuda_timeout_s)
         elapsed = round(time.monotonic() - started, 1)
-        for name, gpu in pods.items():
-            log, missing_log = read_log(cluster, cuda_namespace.name, name) if phases.get(name) in TERMINAL else ("", None)
+        logs = per_pod(lambda name: read_log(cluster, cuda_namespace.name, name) if phases.get(name) in TERMINAL
+                       else ("", None), pods, at_once)
+        for (name, gpu), (log, missing_log) in zip(pods.items(), logs):
             passed = phases.get(name) == "Succeeded" and "Test PASSED" in log
             results[name] = {"pod": name, "node": gpu.name, "phase": phases.get(name), "passed": passed,
                              "log": missing_log or log, "seconds": elapsed}
-            if not passed:
-                results[name]["story"] = pod_diagnostics(cluster, cuda_namespace.name, name)
+        failing = [name for name, r in results.items() if not r["passed"]]
+        for name, story in zip(failing, per_pod(lambda name: pod_diagnostics(cluster, cuda_namespace.name, name),
+                                                failing, at_once)):
+            results[name]["story"] = story
         evidence.record("CUDA sample results", {
             name: {k: (v.as_evidence() if isinstance(v, PodStory) else v) for k, v in r.items()}
             for name, r in results.items()})
