@@ -152,6 +152,12 @@ def _a_command_killed_by_the_timeout_is_an_error_not_a_finding(tmp_path: Path) -
     return ("--testbed", name)
 
 
+def _crds_the_api_does_not_serve_are_findings_that_say_so_never_none_found(tmp_path: Path) -> tuple[str, ...]:
+    name = scenario(tmp_path, {"description": "no HelmChart, no ClusterPolicy CRD", "extends": "healthy",
+                               "cluster": {"crds_absent": ["helmcharts", "clusterpolicies"]}})
+    return ("--testbed", name, "--dgxspark-no-block")
+
+
 # test name -> the function that writes its scenario into the run's folder and returns the suite arguments
 RUNS: dict[str, Callable[[Path], tuple[str, ...]]] = {f"test{run.__name__}": run for run in (
     _a_cuda_sample_with_exec_format_error_reports_state_and_log_not_a_timeout,
@@ -169,6 +175,7 @@ RUNS: dict[str, Callable[[Path], tuple[str, ...]]] = {f"test{run.__name__}": run
     _the_hardening_baseline_records_what_it_saw,
     _a_driver_probe_that_never_completed_is_an_error_not_no_driver,
     _a_command_killed_by_the_timeout_is_an_error_not_a_finding,
+    _crds_the_api_does_not_serve_are_findings_that_say_so_never_none_found,
 )}
 
 
@@ -315,18 +322,48 @@ def test_a_command_killed_by_the_timeout_is_an_error_not_a_finding(finding_runs,
         assert "`pid=$(pgrep -o -x kubelet) && cat /proc/$pid/cmdline` did not complete (exit 124)" in message
 
 
-def test_a_404_on_a_built_in_list_is_an_error_and_on_a_crd_list_means_none():
+def test_a_404_on_a_built_in_list_is_an_error_and_on_a_crd_list_says_the_crd_is_not_served():
     from kubernetes.client.exceptions import ApiException
 
-    from pytest_dgxspark.targets_conn.cluster import Cluster, ClusterUnreachable
+    from pytest_dgxspark.targets_conn.cluster import Cluster, ClusterUnreachable, CrdNotServed
 
     cluster = Cluster(None, "site/rke2/gpu")
+    asked = []
 
     def not_found(path, query=None):
+        asked.append(path)
         raise ApiException(status=404, reason="Not Found")
 
     cluster.get = not_found
-    assert cluster.list("clusterpolicies") == []  # the ClusterPolicy CRD is not installed: there are none
+    for _ in range(2):  # asked once; every later list says the same
+        with pytest.raises(CrdNotServed) as not_served:
+            cluster.list("clusterpolicies")
+        assert str(not_served.value) == (
+            "Kubernetes API of context 'site/rke2/gpu' (?): GET /apis/nvidia.com/v1/clusterpolicies answered 404 Not "
+            "Found: nvidia.com/v1 ClusterPolicy is not served (the GPU Operator's CRD is not installed): the GPU Operator "
+            "chart was never installed here or its CRDs were removed")
+    assert asked == ["/apis/nvidia.com/v1/clusterpolicies"] and cluster.cached("clusterpolicies") is None
+    assert isinstance(not_served.value, pytest.fail.Exception)  # a finding of the check that needed it, no traceback
     with pytest.raises(ClusterUnreachable) as raised:
         cluster.list("pods", namespace="gpu-operator")
     assert "GET /api/v1/pods answered 404 Not Found, which every Kubernetes API serves" in str(raised.value)
+
+
+def test_crds_the_api_does_not_serve_are_findings_that_say_so_never_none_found(finding_runs, request):
+    tmp_path, proc, doc = result_of(finding_runs, request.node.name)
+    helm_404 = ("GET /apis/helm.cattle.io/v1/helmcharts answered 404 Not Found: RKE2's helm-controller is not serving "
+                "helm.cattle.io/v1 (the HelmChart CRD is not installed)")
+    policy_404 = ("GET /apis/nvidia.com/v1/clusterpolicies answered 404 Not Found: nvidia.com/v1 ClusterPolicy is not "
+                  "served (the GPU Operator's CRD is not installed)")
+    assert rule(doc, "ADR-0002.helmchart-live")["status"] == "failed"
+    assert all(helm_404 in m for m in messages(doc, "ADR-0002.helmchart-live"))
+    for rule_id in ("ADR-0002.operator-running", "ADR-0002.operator-components"):
+        assert rule(doc, rule_id)["status"] == "failed", rule_id
+        assert any(policy_404 in m for m in messages(doc, rule_id)), rule_id
+    for rule_id in ("ADR-0002.helmchart-live", "ADR-0002.operator-running", "ADR-0002.operator-components"):
+        assert not any("no HelmChart kube-system/" in m or "no ClusterPolicy (nvidia.com/v1)" in m
+                       for m in messages(doc, rule_id)), rule_id
+    assert "Traceback" not in proc.stdout and "cluster.py" not in proc.stdout
+    [nri] = [e["value"] for e in evidence_of(tmp_path / "reports" / "latest", "ADR-0002.gpu-injection")
+             if e["label"] == "NRI"]
+    assert nri["ClusterPolicy spec.cdi.nriPluginEnabled (recorded)"].startswith("not served: ")

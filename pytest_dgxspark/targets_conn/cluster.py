@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+import pytest
 import urllib3
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
@@ -40,12 +41,33 @@ KINDS: dict[str, tuple[str, str, bool]] = {
 }
 # API groups every Kubernetes serves: a 404 there is a broken API, not an absent CRD
 BUILTIN_PREFIXES = ("/api/v1/", "/apis/apps/v1/", "/apis/batch/v1/", "/apis/node.k8s.io/v1/")
+# What a CRD's list answering 404 means: the API is whole, the custom resource definition is not installed.
+NOT_SERVED = {
+    "helmcharts": "RKE2's helm-controller is not serving helm.cattle.io/v1 (the HelmChart CRD is not installed), so no "
+                  "HelmChart can exist or be installed on this cluster; look at rke2-server and its helm-controller",
+    "helmchartconfigs": "RKE2's helm-controller is not serving helm.cattle.io/v1 (the HelmChartConfig CRD is not "
+                        "installed), so no HelmChartConfig can exist on this cluster; look at rke2-server and its "
+                        "helm-controller",
+    "clusterpolicies": "nvidia.com/v1 ClusterPolicy is not served (the GPU Operator's CRD is not installed): the GPU "
+                       "Operator chart was never installed here or its CRDs were removed",
+    "ciliumnodes": "cilium.io/v2 CiliumNode is not served (Cilium's CRDs are not installed): Cilium is not running as "
+                   "this cluster's CNI",
+}
 # kinds too sensitive or too large to list cluster-wide: always listed per namespace
 _NAMESPACE_ONLY = {"secrets", "configmaps"}
 
 
 class ClusterUnreachable(TargetError):
     """The Kubernetes API could not be reached or refused the request."""
+
+
+class CrdNotServed(pytest.fail.Exception):  # type: ignore[misc,name-defined]
+    """A whole Kubernetes API answered 404 for a CRD's list: the CRD is not installed. That is an observation, not
+    "none exist": the check that needed the kind fails with what it means (NOT_SERVED), never passes on []."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message, pytrace=False)
+        self.kind = kind
 
 
 def transient(error: BaseException) -> bool:
@@ -86,6 +108,7 @@ class Cluster:
         self.context = context
         self._api: k8s_client.ApiClient | None = None
         self._cache: dict[tuple[str, str | None, str | None], list[dict[str, Any]]] = {}
+        self.not_served: dict[str, str] = {}  # CRD kind -> the message of its 404 (asked once per run)
         self._version: dict[str, Any] | None = None
         self._failure: str | None = None
         self.cause: Any = None  # the Cause of the first failure that made the API unusable
@@ -216,10 +239,13 @@ class Cluster:
     ) -> list[dict[str, Any]]:
         """Objects of a kind as plain dicts; cluster-wide kinds are listed once and filtered locally.
 
-        A kind whose API is not served (CRD not installed) lists as [].
+        A CRD kind the API does not serve (404: the CRD is not installed) raises CrdNotServed, every time it is asked
+        for: a check that needs it fails saying so, and none reads it as "there are none".
         """
         if kind not in KINDS:
             raise KeyError(f"unknown kind {kind!r}; known: {sorted(KINDS)}")
+        if kind in self.not_served:
+            raise CrdNotServed(kind, self.not_served[kind])
         prefix, resource, namespaced = KINDS[kind]
         scoped = kind in _NAMESPACE_ONLY
         key = (kind, namespace if scoped else None, label_selector if scoped else None)
@@ -227,8 +253,15 @@ class Cluster:
             if scoped and not namespace:
                 raise ValueError(f"{kind} are only listed per namespace")
             path = f"{prefix}/namespaces/{namespace}/{resource}" if scoped else f"{prefix}/{resource}"
-            self._cache[key] = self._list_all(path, label_selector if scoped else None)
             self.list_calls[kind] = self.list_calls.get(kind, 0) + 1
+            try:
+                self._cache[key] = self._list_all(path, label_selector if scoped else None)
+            except ApiException as error:
+                if error.status != 404 or path.startswith(BUILTIN_PREFIXES):
+                    raise
+                self.not_served[kind] = (f"{self.where}: GET {path} answered 404 Not Found: "
+                                         f"{NOT_SERVED.get(kind, 'its CustomResourceDefinition is not installed')}")
+                raise CrdNotServed(kind, self.not_served[kind]) from None
         items = self._cache[key]
         if namespaced and namespace and not scoped:
             items = [i for i in items if (i.get("metadata") or {}).get("namespace") == namespace]
@@ -249,11 +282,9 @@ class Cluster:
             try:
                 document = self.get(path, query)
             except ApiException as error:
-                # 404 on a CRD's path: the CRD is not installed, there are none. On a built-in kind (core, apps,
-                # batch, node.k8s.io) every Kubernetes serves, it is no list at all: never read as "none exist".
-                if error.status == 404 and not path.startswith(BUILTIN_PREFIXES):
-                    return []
-                if error.status == 404:
+                # 404 on a CRD's path: the CRD is not installed (list() says so to the check). On a built-in kind
+                # (core, apps, batch, node.k8s.io) every Kubernetes serves, it is no list at all.
+                if error.status == 404 and path.startswith(BUILTIN_PREFIXES):
                     raise ClusterUnreachable(
                         f"{self.where}: GET {path} answered 404 Not Found, which every Kubernetes API serves: this is "
                         "not a whole Kubernetes API (a proxy or a wrong server URL?), so its list cannot be read",

@@ -47,7 +47,8 @@ def _route(h: Exchange, method: str, path: str, query: dict[str, str], body: byt
     if rest[0] == "namespaces" and len(rest) >= 3 and rest[2] in known and known[rest[2]].namespaced:
         namespace, rest = rest[1], rest[2:]
     r = known.get(rest[0])
-    if r is None or (namespace is not None and not r.namespaced):
+    if r is None or (namespace is not None and not r.namespaced) \
+            or r.plural in (h.server.settings.get("crds_absent") or ()):  # its CRD is not installed: no route
         raise no_route()
     name = rest[1] if len(rest) > 1 else None
     sub = rest[2] if len(rest) > 2 else ""

@@ -31,7 +31,8 @@ def build_workload(ctx: Context) -> World:
     running = [c.get("image", "") for o in world.objects if o["kind"] == "Pod"
                for c in (o.get("spec") or {}).get("containers", []) + (o.get("spec") or {}).get("initContainers", [])]
     workload = {**(cluster.get("workload") or {}), "images": images.catalogue(cluster.get("images"), running)}
-    world.settings = {"workload": workload, "version": cluster.get("version", RKE2_VERSION), "node_ips": dict(ctx.node_ips)}
+    world.settings = {"workload": workload, "version": cluster.get("version", RKE2_VERSION), "node_ips": dict(ctx.node_ips),
+                      "crds_absent": list(cluster.get("crds_absent") or [])}
     return world
 
 

@@ -19,7 +19,9 @@ KUBE_KEYS = frozenset({"ready", "ready_status", "ready_reason", "ready_message",
                        "allocatable_gpus", "gpus_lost", "kernel", "os_image", "container_runtime", "kubelet_version", "cpu",
                        "memory", "cpu_vendor", "gpu_product", "gpu_machine", "driver_version", "cuda_version"})
 CLUSTER_KEYS = frozenset({"version", "unreachable", "faults", "cni", "kube_proxy", "cilium_values", "cilium_effective",
-                          "gpu_operator", "workload", "objects", "images"})
+                          "gpu_operator", "workload", "objects", "images", "crds_absent"})
+# custom resources a scenario may leave unserved (`cluster.crds_absent`): their lists answer 404 as without the CRD
+CRD_PLURALS = frozenset({"helmcharts", "helmchartconfigs", "clusterpolicies", "ciliumnodes"})
 IMAGE_KEYS = frozenset({"arch", "entrypoint", "log"})
 OPERATOR_KEYS = frozenset({"installed", "helmchart", "helm_job", "runtimeclass_nvidia", "components"})
 # keys of earlier releases whose facts are now derived (docs/scenarios.md "GPU Operator start-up")
@@ -243,6 +245,9 @@ def _validate(path: Path, data: dict[str, Any], own: dict[str, Any]) -> None:
     problems += _unknown("cluster", cluster, CLUSTER_KEYS)
     problems += _unknown("cluster.gpu_operator", cluster.get("gpu_operator") or {}, OPERATOR_KEYS)
     problems += _image_problems(cluster.get("images"))
+    absent = cluster.get("crds_absent") or []
+    if not isinstance(absent, list) or set(map(str, absent)) - CRD_PLURALS:
+        problems.append(f"cluster.crds_absent: {absent!r}, expected a list of {sorted(CRD_PLURALS)}")
     for section in ("cluster", "management"):
         try:
             Faults((data.get(section) or {}).get("faults"), f"{section}.faults")
