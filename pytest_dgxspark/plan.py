@@ -41,6 +41,11 @@ class RunPlan:
     baseline_force: bool
     waivers: Mapping[str, Waiver]
     manual_checks: tuple[ManualCheck, ...]
+    # the handover bundle's inputs (the report plugin's options)
+    operator: str | None = None
+    lang: str = "both"
+    sign_key: Path | None = None  # checked: an SSH private key (or a .pub held by ssh-agent)
+    baseline: Any = None  # report.drift.Baseline, loaded and checked
 
     def __repr__(self) -> str:
         return (f"RunPlan(site={self.site.name!r} ({self.site_source}), testbed={self.testbed_ref!r}, "
@@ -178,12 +183,26 @@ def _hosts(config: pytest.Config, site: Site, problems: list[str]) -> tuple[Host
     return site.hosts
 
 
-def _baseline_problems(config: pytest.Config, site: Site, force: bool) -> list[str]:
-    try:
-        from pytest_dgxspark.report.plugin import baseline_key
-    except ImportError:
-        return []
-    baseline = config.stash.get(baseline_key, None)
+def _bundle_inputs(config: pytest.Config, problems: list[str]) -> tuple[Path | None, Any]:
+    """--dgxspark-sign (a usable key) and --dgxspark-baseline (loaded), each problem named by its option."""
+    from pytest_dgxspark.report.drift import BaselineError, load_baseline
+    from pytest_dgxspark.report.signing import key_problem
+
+    key = config.getoption("dgxspark_sign", None)
+    sign_key = Path(key).expanduser() if key else None
+    problem = key_problem(sign_key) if sign_key is not None else None
+    if problem:
+        problems.append(problem)
+    baseline = None
+    if config.getoption("dgxspark_baseline", None):
+        try:
+            baseline = load_baseline(Path(config.getoption("dgxspark_baseline")).expanduser())
+        except BaselineError as exc:
+            problems.append(str(exc))
+    return sign_key, baseline
+
+
+def _baseline_problems(baseline: Any, site: Site, force: bool) -> list[str]:
     if baseline is None or force:
         return []
     run = baseline.results.get("run") or {}
@@ -212,6 +231,7 @@ def resolve(config: pytest.Config, catalog: Catalog) -> RunPlan:
     smi = _seconds(config, "dgxspark_smi_timeout", DEFAULT_SMI_TIMEOUT_S, problems)
     reports = report_dir(config)
     _writable_report_dir(reports, problems)
+    sign_key, baseline = _bundle_inputs(config, problems)
     scenario = _scenario(testbed_ref, problems)
     site_path, source = _site(config, scenario)
     site: Site | None = None
@@ -239,7 +259,7 @@ def resolve(config: pytest.Config, catalog: Catalog) -> RunPlan:
                 waivers = loaded
             else:
                 manual = loaded
-        problems.extend(_baseline_problems(config, site, force))
+        problems.extend(_baseline_problems(baseline, site, force))
     if problems or site is None:
         raise pytest.UsageError("invalid run input:\n" + "\n".join(problems))
     return RunPlan(
@@ -247,4 +267,6 @@ def resolve(config: pytest.Config, catalog: Catalog) -> RunPlan:
         kubeconfig=kubeconfig, report_dir=reports, cuda_timeout_s=cuda, smi_timeout_s=smi,
         handover=bool(config.getoption("dgxspark_handover")), no_block=bool(config.getoption("dgxspark_no_block")),
         baseline_force=force, waivers=waivers, manual_checks=tuple(manual),
+        operator=config.getoption("dgxspark_operator", None), lang=config.getoption("dgxspark_lang", None) or "both",
+        sign_key=sign_key, baseline=baseline,
     )

@@ -108,14 +108,18 @@ def test_a_run_outside_suites_writes_no_report(pytester: pytest.Pytester) -> Non
     assert not (pytester.path / "reports").exists()
 
 
-def test_a_missing_baseline_and_a_bad_key_are_one_usage_error(pytester: pytest.Pytester, suite) -> None:
+def test_a_missing_baseline_and_a_bad_key_are_one_usage_error_with_the_rest_of_the_plan(
+        pytester: pytest.Pytester, suite) -> None:
     _write(suite, fail=False)
     (pytester.path / "notakey").write_text("hello", encoding="utf-8")
-    result = pytester.runpytest(*ARGS, "--dgxspark-baseline", "gone.json", "--dgxspark-sign", "notakey")
+    result = pytester.runpytest(*ARGS, "--dgxspark-baseline", "gone.json", "--dgxspark-sign", "notakey",
+                                "--dgxspark-smi-timeout", "0")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([
-        "ERROR: --dgxspark-sign notakey: not an SSH private key (or a .pub key held by ssh-agent); expected e.g. ~/.ssh/id_ed25519",
-        "*--dgxspark-baseline gone.json: no such file or directory",
+        "ERROR: invalid run input:",
+        "--dgxspark-smi-timeout: expected a positive whole number of seconds, got 0",
+        "--dgxspark-sign notakey: not an SSH private key (or a .pub key held by ssh-agent); expected e.g. ~/.ssh/id_ed25519",
+        "--dgxspark-baseline gone.json: no such file or directory",
     ])
     assert not (pytester.path / "out").exists()
 

@@ -1,19 +1,20 @@
-"""pytest hooks of the handover bundle: options, pytest-html and JUnit wiring, drift, summary and manifest."""
+"""pytest hooks of the handover bundle: options, pytest-html and JUnit wiring, drift, summary and manifest.
+
+The options are resolved and checked with the rest of the run plan (plan.py); the hooks read the plan.
+"""
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from pytest_dgxspark.plan import plan_key
 from pytest_dgxspark.report import htmlreport
 from pytest_dgxspark.report.bundle import finish_bundle
-from pytest_dgxspark.report.drift import Baseline, BaselineError, compute_drift, load_baseline
+from pytest_dgxspark.report.drift import compute_drift
 from pytest_dgxspark.report.messages import LANGS
-from pytest_dgxspark.report.signing import key_problem
 
-baseline_key = pytest.StashKey[Baseline]()
 bundle_key = pytest.StashKey[bool]()
 # Options after which pytest does not run tests: no bundle then.
 _NO_RUN_OPTIONS = ("help", "version", "collectonly", "markers", "showfixtures", "show_fixtures_per_test",
@@ -30,25 +31,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="sign MANIFEST.sha256 with this SSH key (ssh-keygen -Y sign -n dgxspark-report)")
     group.addoption("--dgxspark-baseline", metavar="PATH", default=None,
                     help="an earlier results.json or bundle directory: add a drift section against it")
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_cmdline_main(config: pytest.Config) -> None:
-    """Validate the key and the baseline before anything runs; one UsageError lists every problem."""
-    problems = []
-    key = config.getoption("dgxspark_sign")
-    if key:
-        problem = key_problem(Path(key).expanduser())
-        if problem:
-            problems.append(problem)
-    baseline = config.getoption("dgxspark_baseline")
-    if baseline:
-        try:
-            config.stash[baseline_key] = load_baseline(Path(baseline).expanduser())
-        except BaselineError as exc:
-            problems.append(str(exc))
-    if problems:
-        raise pytest.UsageError(*problems)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -103,11 +85,11 @@ def pytest_html_results_table_row(report: pytest.TestReport, cells: list[str]) -
 @pytest.hookimpl(optionalhook=True)
 def pytest_dgxspark_results(config: pytest.Config, results: dict[str, Any]) -> None:
     """Stamp the operator and language on the run and add drift against the baseline."""
+    plan = config.stash[plan_key]
     run = results.setdefault("run", {})
-    run["operator"] = config.getoption("dgxspark_operator")
-    run["lang"] = config.getoption("dgxspark_lang")
-    baseline = config.stash.get(baseline_key, None)
-    results["drift"] = compute_drift(baseline, results) if baseline is not None else None
+    run["operator"] = plan.operator
+    run["lang"] = plan.lang
+    results["drift"] = compute_drift(plan.baseline, results) if plan.baseline is not None else None
 
 
 @pytest.hookimpl(trylast=True)
@@ -117,11 +99,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         return
     from pytest_dgxspark.results import results_key, run_info
 
-    if results_key not in config.stash:
+    if results_key not in config.stash or plan_key not in config.stash:
         return
-    key = config.getoption("dgxspark_sign")
-    outcome = finish_bundle(run_info(config).dir, config.getoption("dgxspark_lang"),
-                            Path(key).expanduser() if key else None)
+    plan = config.stash[plan_key]
+    outcome = finish_bundle(run_info(config).dir, plan.lang, plan.sign_key)
     _say(config, f"dgxspark bundle: {outcome.run_dir} ({', '.join(outcome.written) or 'nothing written'})",
          red=False)
     for note in outcome.notes:
