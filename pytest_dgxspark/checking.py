@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, NoReturn
 
 import pytest
 
-from pytest_dgxspark.outcome import TargetError
+from pytest_dgxspark.outcome import UNREADABLE_FIX, UNREADABLE_FIX_KO, TargetError
 
 
 def require(condition: object, message: str) -> None:
@@ -24,10 +25,29 @@ def finding(message: str) -> NoReturn:
     pytest.fail(message, pytrace=False)
 
 
-def unreadable(message: str, target: str | None = None) -> NoReturn:
+@dataclass(frozen=True)
+class Unjudged:
+    """Why a check could not judge, shaped like a connectivity Cause: `kind` unreadable | not-verifiable, its fix."""
+
+    kind: str
+    meaning: str
+    fix: str
+    fix_ko: str
+
+
+def unreadable(message: str, target: str | None = None, fix: str | None = None, fix_ko: str | None = None) -> NoReturn:
     """Evidence that was read but cannot be understood (unparsable output, a missing input) is no finding: the
-    check ends as `error` with `message`, and the run cannot be ACCEPTED on it."""
-    raise TargetError(message, target=target)
+    check ends as `error` with `message` (what could not be read) and `fix` (what to do); the run cannot be ACCEPTED
+    on it, and it is never a root cause (results.json `not_judged`)."""
+    raise TargetError(message, target=target, cause=Unjudged(
+        "unreadable", "the check could not read its evidence", fix or UNREADABLE_FIX, fix_ko or UNREADABLE_FIX_KO))
+
+
+def not_verifiable(reason: str, fix: str, fix_ko: str) -> NoReturn:
+    """A required rule the run was given no way to check (e.g. no management cluster named): never not-applicable,
+    never a pass. The check ends as `error` "not verifiable: <reason>" with `fix`; never a root cause."""
+    raise TargetError(f"not verifiable: {reason}", cause=Unjudged(
+        "not-verifiable", "the run was given no way to check this required rule", fix, fix_ko))
 
 
 def completed(result: Any, target: Any, what: str | None = None) -> Any:

@@ -40,6 +40,12 @@ def block_lines(results: dict[str, Any], run_dir: Path | None) -> list[str]:
             lines.append(f"      fix: {_first_line(detail['fix'])}")
     else:
         lines.append("  root causes: none")
+    unjudged = results.get("not_judged") or []
+    if unjudged:
+        lines.append("  not judged (an error kept these rules from being judged; never a root cause):")
+        for detail in unjudged:
+            lines.append(f"    {detail['rule']} ({detail['kind']}): {_first_line(detail['message'])}")
+            lines.append(f"      fix: {_first_line(detail['fix'])}")
     unverified = scope.get("unverified_prerequisites") or []
     if unverified:
         lines.append(f"  not verified by this selection (prerequisites): {', '.join(unverified)}")

@@ -5,7 +5,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import date
 
-from pytest_dgxspark.outcome import BLOCKED_PREFIX, BROKEN, TestRecord, Waiver, rule_status
+from pytest_dgxspark.outcome import (
+    BLOCKED_PREFIX, BROKEN, UNREADABLE_FIX, UNREADABLE_FIX_KO, TestRecord, Waiver, rule_status,
+)
 from pytest_dgxspark.rules import LAYERS, Catalog
 from pytest_dgxspark.scope import Scope
 
@@ -21,8 +23,9 @@ CONNECTIVITY_RULES = {"ssh": "ADR-0002.host-static-ip", "api": "ADR-0001.kubecon
 
 @dataclass(frozen=True)
 class RootCause:
-    """One root cause: a judged failure (kind `finding`), a target the run could not read (`unreachable`), or a
-    required rule the site gives no way to verify (`not-verifiable`); with what was seen and the fix."""
+    """What broke a rule, with what was seen and the fix: a judged failure (kind `finding`) or a target the run could
+    not reach (`unreachable`) is a root cause; a required rule the run was given no way to verify (`not-verifiable`)
+    or evidence a check could not read (`unreadable`) is listed apart as not judged."""
 
     rule: str
     kind: str
@@ -50,6 +53,7 @@ class Fold:
     reasons: tuple[str, ...] = field(default=())
     details: tuple[RootCause, ...] = field(default=())
     scope: Scope | None = None
+    not_judged: tuple[RootCause, ...] = field(default=())  # broken by an error that judged nothing: never a cause
 
 
 def connectivity_rule(target: str, management_context: str | None = None) -> str | None:
@@ -185,12 +189,17 @@ def fold(
             reasons.append(f"{rid}: waiver {waiver.ticket} expired on {waiver.expires.isoformat()}")
         else:
             statuses[rid] = "waived"
-    root_causes = tuple(
+    first_broken = [
         r.id for r in catalog.ordered()
         if r.kind != "informational" and statuses[r.id] in BROKEN
         and not any(statuses[a] in BROKEN for a in catalog.ancestors(r.id))
-    )
-    details = tuple(_detail(catalog, rid, statuses[rid], by_rule[rid]) for rid in root_causes)
+    ]
+    broken = [_detail(catalog, rid, statuses[rid], by_rule[rid]) for rid in first_broken]
+    # An error that is not a judged failure and had nothing unreachable behind it is never a root cause: it is
+    # listed apart (not_judged) with what could not be read and what to do.
+    details = tuple(d for d in broken if d.kind in ROOT_CAUSE_KINDS)
+    not_judged = tuple(d for d in broken if d.kind not in ROOT_CAUSE_KINDS)
+    root_causes = tuple(d.rule for d in details)
     layers = {}
     for layer in LAYERS:
         members = [statuses[r.id] for r in catalog.rules.values() if r.layer == layer]
@@ -200,28 +209,46 @@ def fold(
     lowest = min((d.layer for d in details if d.kind == "finding"), key=LAYERS.index, default=None)
     verdict = _verdict(catalog, statuses, reasons, handover, simulated, records_skipped(by_rule), unattested_manual,
                        scope)
-    return Fold(records, statuses, blocked_by, root_causes, layers, lowest, verdict, tuple(reasons), details, scope)
+    return Fold(records, statuses, blocked_by, root_causes, layers, lowest, verdict, tuple(reasons), details, scope,
+                not_judged)
+
+
+# Errors that kept a rule from being judged, with nothing unreachable behind them: never a root cause.
+UNJUDGED_KINDS = frozenset({"unreadable", "not-verifiable"})
+# Root causes: judged failures, and targets the run could not reach (their connectivity cause and its own fix).
+ROOT_CAUSE_KINDS = frozenset({"finding", "unreachable"})
+NOT_VERIFIABLE_FIX = ("The ADR requires this rule: give the run what it needs to check it (the message says what is "
+                      "missing), and rerun.")
+NOT_VERIFIABLE_FIX_KO = "ADR이 요구하는 규칙이다: 점검에 필요한 것(메시지 참조)을 실행에 주고 다시 실행한다."
 
 
 def _detail(catalog: Catalog, rid: str, status: str, records: list[TestRecord]) -> RootCause:
+    """What broke a rule: a judged failure (`finding`), a target it could not reach (`unreachable`), else why it
+    could not be judged (`not-verifiable`, `unreadable`: a check's own error, a hang, a test that did not run)."""
     rule = catalog.rules[rid]
     if status == "failed":
         failed = next(r for r in records if r.outcome == "failed")
         return RootCause(rid, "finding", rule.layer, failed.message, rule.remediation, rule.remediation_ko)
     errored = [r for r in records if r.outcome == "error"]
-    faulted = next((r for r in errored if r.fault is not None), None)
-    if faulted is not None and faulted.fault is not None:
-        fault = faulted.fault
+    reached = next((r for r in errored if r.fault is not None and r.fault.target
+                    and r.fault.cause not in UNJUDGED_KINDS), None)
+    if reached is not None and reached.fault is not None:
+        fault = reached.fault
         return RootCause(rid, "unreachable", rule.layer, fault.message,
                          fault.fix or "Make the target reachable and rerun.",
                          fault.fix_ko or "대상에 접속할 수 있게 한 뒤 다시 실행한다.", fault.target, fault.cause)
-    first = errored[0] if errored else None
-    message = first.message if first else "error"
-    if message.startswith("not verifiable: "):
-        return RootCause(rid, "not-verifiable", rule.layer, message, rule.remediation, rule.remediation_ko)
-    return RootCause(rid, "error", rule.layer, message,
-                     "Read the error, fix what kept the check from running, and rerun.",
-                     "오류 내용을 읽고 점검을 막은 원인을 고친 뒤 다시 실행한다.", first.target if first else None)
+    first = next((r for r in errored if r.fault is not None), errored[0] if errored else None)
+    fault = first.fault if first is not None else None
+    message = first.message if first is not None else "error"
+    if message.startswith("not verifiable: ") or (fault is not None and fault.cause == "not-verifiable"):
+        return RootCause(rid, "not-verifiable", rule.layer, message,
+                         (fault.fix if fault is not None and fault.fix else None) or NOT_VERIFIABLE_FIX,
+                         (fault.fix_ko if fault is not None and fault.fix_ko else None) or NOT_VERIFIABLE_FIX_KO,
+                         first.target if first is not None else None, "not-verifiable")
+    return RootCause(rid, "unreadable", rule.layer, message,
+                     (fault.fix if fault is not None and fault.fix else None) or UNREADABLE_FIX,
+                     (fault.fix_ko if fault is not None and fault.fix_ko else None) or UNREADABLE_FIX_KO,
+                     first.target if first is not None else None, fault.cause if fault is not None else None)
 
 
 def records_skipped(by_rule: Mapping[str, list[TestRecord]]) -> list[str]:

@@ -11,6 +11,9 @@ import pytest
 NOT_APPLICABLE_PREFIX = "not applicable: "
 BLOCKED_PREFIX = "blocked by "
 BROKEN = frozenset({"failed", "error"})
+# What to do about an error that kept a check from judging, when the check names nothing more precise.
+UNREADABLE_FIX = "Read the error: make what the check could not read readable (see the message), and rerun."
+UNREADABLE_FIX_KO = "오류 내용을 읽고 점검이 읽지 못한 것을 읽을 수 있게 한 뒤(메시지 참조) 다시 실행한다."
 
 # State on the item, as pytest's skipping.py keeps xfail: the terminal, junit and results.json read these facts.
 blocked_by_key = pytest.StashKey[tuple[str, ...]]()  # the broken rules this test depends on

@@ -109,6 +109,7 @@ def build_results(
         "verdict_reasons": list(fold.reasons),
         "root_causes": list(fold.root_causes),
         "root_cause_details": [d.as_dict() for d in fold.details],
+        "not_judged": [d.as_dict() for d in fold.not_judged],
         "scope": fold.scope.as_dict() if fold.scope is not None else None,
         "lowest_broken_layer": fold.lowest_broken_layer,
         "layers": [

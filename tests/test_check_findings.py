@@ -131,6 +131,8 @@ def _a_site_repository_without_makefile_makes_operator_separate_an_error(tmp_pat
 
     site = tmp_path / "elsewhere" / "site"
     shutil.copytree(REPO / "sites" / "tirosh-home", site)
+    vars_yml = site / "rke2" / "vars.yml"  # and no Argo CD management context: argocd-registered cannot be verified
+    vars_yml.write_text("".join(ln for ln in vars_yml.read_text().splitlines(True) if not ln.startswith("argocd_context:")))
     return ("--testbed", "healthy", "--site", str(site))
 
 
@@ -292,11 +294,29 @@ def test_checks_the_operator_never_reached_say_so_instead_of_passing(finding_run
 
 
 def test_a_site_repository_without_makefile_makes_operator_separate_an_error(finding_runs, request):
-    tmp_path, _, doc = result_of(finding_runs, request.node.name)
+    """...and a site without argocd_context makes argocd-registered not verifiable: errors, each with its own fix,
+    listed as not judged, never as root causes, in results.json and the closing block alike."""
+    tmp_path, proc, doc = result_of(finding_runs, request.node.name)
+    site = tmp_path / "elsewhere" / "site"
     assert rule(doc, "ADR-0002.operator-separate")["status"] == "error"
     for message in messages(doc, "ADR-0002.operator-separate"):
-        assert "no Makefile or provisioning/*.mk, so the RKE2 install targets and the GPU Operator apply target " \
-               "cannot be read" in message
+        assert message == (f"{site}: no Makefile or provisioning/*.mk in the folders from the site up to {tmp_path} "
+                           "(where its repository should be), so the RKE2 install targets and the GPU Operator apply "
+                           "target cannot be read")
+    argo = rule(doc, "ADR-0001.argocd-registered")
+    assert argo["status"] == "error" and [t["outcome"] for t in argo["tests"]] == ["error"]
+    assert messages(doc, "ADR-0001.argocd-registered") == [
+        f"not verifiable: {site}/rke2/vars.yml names no Argo CD management cluster (argocd_context), so whether this "
+        "cluster is registered in Argo CD cannot be checked"]
+    assert doc["root_causes"] == [] and doc["verdict"] == "INCOMPLETE"
+    fixes = {d["rule"]: (d["kind"], d["fix"]) for d in doc["not_judged"]}
+    assert fixes["ADR-0002.operator-separate"] == ("unreadable", (
+        "Run the suite on the site inside its repository: --site <repository>/sites/<name>, where the repository holds "
+        "the Makefile and provisioning/*.mk (ADR 0001 §6-3: install by make targets); or check ADR 0002 §5-4 by hand"))
+    assert fixes["ADR-0001.argocd-registered"] == ("not-verifiable", (
+        f"Set argocd_context in {site}/rke2/vars.yml (the management cluster's kubeconfig context) and rerun."))
+    assert "  root causes: none" in proc.stdout and "Make the target reachable" not in proc.stdout
+    assert "ERROR suites/gitops/test_argocd_registered.py::test_cluster_secret_points_at_this_cluster" in proc.stdout
 
 
 def test_the_hardening_baseline_records_what_it_saw(finding_runs, request):

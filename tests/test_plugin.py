@@ -146,7 +146,9 @@ def test_an_error_is_incomplete_not_rejected(pytester, suite):
     assert argo["status"] == "error"
     assert argo["tests"][0]["message"] == "management API unreachable"
     assert doc["verdict"] == "INCOMPLETE"
-    assert doc["root_causes"] == ["ADR-0001.argocd-registered"]
+    # an error that names no target and judged nothing is never a root cause: it is listed as not judged
+    assert doc["root_causes"] == []
+    assert [(d["rule"], d["kind"]) for d in doc["not_judged"]] == [("ADR-0001.argocd-registered", "unreadable")]
 
 
 def test_informational_failure_does_not_reject(pytester, suite):

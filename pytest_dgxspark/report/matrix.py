@@ -74,6 +74,16 @@ def rows(rules: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return result
 
 
+def not_judged(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Rules an error kept from being judged (results.json `not_judged`): what could not be read and what to do.
+    Never root causes; shown apart from them."""
+    by_id = {r.get("id"): r for r in results.get("rules") or [] if isinstance(r, dict)}
+    return [{**by_id[d["rule"]], "css": css_status(by_id[d["rule"]].get("status")), "observed": str(d.get("message") or ""),
+             "kind": d.get("kind"), "target": d.get("target"), "cause": None,
+             "remediation": d.get("fix") or "", "remediation_ko": d.get("fix_ko") or ""}
+            for d in results.get("not_judged") or [] if isinstance(d, dict) and d.get("rule") in by_id]
+
+
 def root_causes(results: dict[str, Any]) -> list[dict[str, Any]]:
     """The root-cause rules (results.json root_causes; without them, the lowest broken layer's broken rules).
 

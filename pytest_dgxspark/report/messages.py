@@ -52,6 +52,8 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "target": ("대상", "target"),
     "kind.unreachable": ("대상을 읽지 못함", "target not reachable"),
     "kind.not-verifiable": ("검증할 방법 없음", "not verifiable"),
+    "kind.unreadable": ("증거를 읽지 못함", "evidence not readable"),
+    "not_judged": ("판정하지 못한 규칙 (오류, 근본 원인 아님)", "Not judged (an error kept these rules from being judged; never a root cause)"),
     "other_cluster": ("다른 클러스터의 기준 실행", "Baseline of another cluster"),
     "not_compared": ("비교하지 않은 규칙 (한쪽 실행에서 판정되지 않음)", "Rules not compared (not judged in one of the runs)"),
     "lowest_mark": ("최저 고장 계층", "lowest broken"),

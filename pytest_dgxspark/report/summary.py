@@ -167,6 +167,7 @@ def view(results: dict[str, Any], lang: str) -> dict[str, Any]:
         "finished": _times(run.get("finished")),
         "counts": results.get("counts") or {},
         "root_causes": matrix.root_causes(results),
+        "not_judged": matrix.not_judged(results),
         "lowest": results.get("lowest_broken_layer"),
         "layers": _layer_rows(results),
         "not_passed": _not_passed(results["rules"]),

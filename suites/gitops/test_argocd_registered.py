@@ -6,10 +6,9 @@ from typing import Any
 
 import pytest
 
-from pytest_dgxspark import not_applicable
 from pytest_dgxspark.evidence import decode_b64
 from pytest_dgxspark.parsing import same_endpoint
-from pytest_dgxspark.checking import require
+from pytest_dgxspark.checking import not_verifiable, require
 
 SECRET_TYPE = "argocd.argoproj.io/secret-type=cluster"
 
@@ -17,8 +16,12 @@ SECRET_TYPE = "argocd.argoproj.io/secret-type=cluster"
 @pytest.mark.rule("ADR-0001.argocd-registered")
 def test_cluster_secret_points_at_this_cluster(site: Any, connections: Any, evidence: Any) -> None:
     management = connections.management
-    if management is None:
-        not_applicable(f"{site.root}/rke2/vars.yml names no Argo CD management cluster (argocd_context)")
+    if management is None:  # ADR 0001 §10 requires the registration: without a context it cannot be checked
+        not_verifiable(
+            f"{site.root}/rke2/vars.yml names no Argo CD management cluster (argocd_context), so whether this cluster "
+            "is registered in Argo CD cannot be checked",
+            f"Set argocd_context in {site.root}/rke2/vars.yml (the management cluster's kubeconfig context) and rerun.",
+            f"{site.root}/rke2/vars.yml에 argocd_context(management 클러스터의 kubeconfig context)를 설정하고 다시 실행한다.")
     server = connections.cluster.server.rstrip("/")
     namespace = site.argocd_namespace
     secrets = management.connect().list("secrets", namespace=namespace, label_selector=SECRET_TYPE)

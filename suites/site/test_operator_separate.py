@@ -37,12 +37,17 @@ def _repo_root(site: Any) -> Path:
     return stop
 
 
-def _require_makefiles(repo: Path, makefiles: list[Path]) -> None:
-    """No Makefile means the targets cannot be read: that is not verifiable, never a finding."""
+def _require_makefiles(site: Any, repo: Path, makefiles: list[Path]) -> None:
+    """No Makefile means the targets cannot be read: that is not verifiable, never a finding (nor a root cause)."""
     if not makefiles:
-        unreadable(f"{repo}: no Makefile or provisioning/*.mk, so the RKE2 install targets and the GPU Operator apply "
-                   "target cannot be read; run the suite from the site's repository (ADR 0001 §6-3: install by make "
-                   "targets) or check ADR 0002 §5-4 by hand")
+        unreadable(
+            f"{site.root}: no Makefile or provisioning/*.mk in the folders from the site up to {repo} (where its "
+            "repository should be), so the RKE2 install targets and the GPU Operator apply target cannot be read",
+            fix=("Run the suite on the site inside its repository: --site <repository>/sites/<name>, where the "
+                 "repository holds the Makefile and provisioning/*.mk (ADR 0001 §6-3: install by make targets); "
+                 "or check ADR 0002 §5-4 by hand"),
+            fix_ko=("사이트를 그 저장소 안에서 점검한다: --site <저장소>/sites/<이름> (저장소에 Makefile과 provisioning/*.mk가 "
+                    "있어야 한다, ADR 0001 §6-3). 또는 ADR 0002 §5-4를 직접 확인한다."))
 
 
 def _makefiles(repo: Path) -> list[Path]:
@@ -97,7 +102,7 @@ def test_rke2_install_targets_never_deploy_gpu_operator(site: Any, evidence: Any
     unverifiable: list[str] = []
     scanned: dict[str, list[str]] = {}
     evidence.record("makefiles", [str(m) for m in makefiles])
-    _require_makefiles(repo, makefiles)
+    _require_makefiles(site, repo, makefiles)
     for target in INSTALL_TARGETS:
         if target not in rules:
             unverifiable.append(f"make target {target} is not in {', '.join(str(m) for m in makefiles)}")
@@ -138,7 +143,7 @@ def test_gpu_operator_has_its_own_apply_target(site: Any, evidence: Any) -> None
     repo = _repo_root(site)
     makefiles = _makefiles(repo)
     rules = _make_rules(makefiles)
-    _require_makefiles(repo, makefiles)
+    _require_makefiles(site, repo, makefiles)
     recipe = make_recipe_closure(rules, OPERATOR_TARGET) if OPERATOR_TARGET in rules else None
     evidence.record(OPERATOR_TARGET, recipe)
     require(recipe is not None, (
