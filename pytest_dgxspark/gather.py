@@ -1,8 +1,9 @@
 """The gathering step: every probe command of a host in one SSH command, all hosts at once, before the host checks.
 
-On the host a small Python program (sent with the command, nothing is written there) runs the commands side by side,
-each under its own `timeout -k 5 <s> /bin/sh -c`, exactly as the SSH backend would run it alone, and prints their exit
-statuses and outputs as one JSON line. The answers are handed to the HostTarget, which serves them to the checks;
+On the host a small Python program (sent with the command, nothing is written there; `python3 -I -S`, the standard
+library only) runs the commands side by side, each as `/bin/sh -c` in a process group of its own under the limits the
+SSH backend's `timeout -k 5 <s>` would set (TERM at the limit: exit 124; KILL 5 s later: exit 137), and prints their
+exit statuses and outputs as one JSON line. The answers are handed to the HostTarget, which serves them to the checks;
 anything a check asks that was not gathered still runs live. A transport failure (exit 255 from ssh, a host that does
 not return) marks the host unreachable, so each of its checks is an `error` attributed to it; an answer that is not
 the gatherer's (no python3 on the host, a broken shell) gathers nothing more, and the checks run their commands one
@@ -30,25 +31,66 @@ MARK = "@@dgxspark-gather "
 PARALLEL_PER_HOST = 8
 KILL_GRACE_S = 5
 HOSTS_AT_ONCE = 32
-GATHERER = r"""
-import base64, json, subprocess, sys, time
-from concurrent.futures import ThreadPoolExecutor
+_PROGRAM = r"""
+import binascii, json, os, signal, subprocess, sys, threading, time
 jobs = json.loads(sys.argv[1])
-def one(job):
-    text, limit = job
-    started = time.monotonic()
+answers = [None] * len(jobs)
+pending = iter(range(len(jobs)))
+lock = threading.Lock()
+def b64(data):
+    return binascii.b2a_base64(data, newline=False).decode()
+def one(text, limit):
+    # what `timeout -k GRACE <limit> /bin/sh -c <text>` does, without a timeout process per command: the command in a
+    # process group of its own, TERM to the group at the limit (exit 124), KILL GRACE s later (exit 137)
+    proc = subprocess.Popen(["/bin/sh", "-c", text], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True)
     try:
-        proc = subprocess.Popen(["timeout", "-k", "%d" % GRACE, str(limit), "/bin/sh", "-c", text],
-                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        out, err = proc.communicate()
-        rc = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
-    except OSError as error:
-        rc, out, err = 126, b"", str(error).encode()
-    return [rc, base64.b64encode(out).decode(), base64.b64encode(err).decode(), round(time.monotonic() - started, 3)]
-with ThreadPoolExecutor(PARALLEL) as pool:
-    answers = list(pool.map(one, jobs))
+        out, err = proc.communicate(timeout=limit)
+        return (proc.returncode if proc.returncode >= 0 else 128 - proc.returncode), out, err
+    except subprocess.TimeoutExpired:
+        pass
+    for sig, rc in ((signal.SIGTERM, 124), (signal.SIGKILL, 137)):
+        try:
+            os.killpg(proc.pid, sig)
+        except OSError:
+            pass
+        try:
+            out, err = proc.communicate(timeout=GRACE)
+            return rc, out, err
+        except subprocess.TimeoutExpired:
+            continue
+    for pipe in (proc.stdout, proc.stderr):  # a process that left the group still holds the pipes: give them up
+        pipe.close()
+    proc.wait()
+    return 137, b"", b""
+def worker():
+    while True:
+        with lock:
+            index = next(pending, None)
+        if index is None:
+            return
+        text, limit = jobs[index]
+        started = time.monotonic()
+        try:
+            rc, out, err = one(text, limit)
+        except OSError as error:
+            rc, out, err = 126, b"", str(error).encode()
+        answers[index] = [rc, b64(out), b64(err), round(time.monotonic() - started, 3)]
+threads = [threading.Thread(target=worker) for _ in range(min(PARALLEL, len(jobs)))]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
 sys.stdout.write(MARK + json.dumps(answers) + "\n")
-""".replace("GRACE", str(KILL_GRACE_S)).replace("PARALLEL", str(PARALLEL_PER_HOST)).replace("MARK", repr(MARK))
+"""
+
+
+def gatherer(grace_s: int = KILL_GRACE_S, parallel: int = PARALLEL_PER_HOST) -> str:
+    """The program the host runs (python3 -I -S -c): `parallel` commands at a time, KILL `grace_s` after TERM."""
+    return _PROGRAM.replace("GRACE", str(grace_s)).replace("PARALLEL", str(parallel)).replace("MARK", repr(MARK))
+
+
+GATHERER = gatherer()
 
 
 @dataclass
@@ -66,7 +108,7 @@ class Gathered:
 def batch_command(commands: Iterable[Command]) -> str:
     """The one shell command that runs `commands` side by side on the host."""
     jobs = [[c.text, int(c.timeout_s)] for c in commands]
-    return f"python3 -I -c {shlex.quote(GATHERER)} {shlex.quote(json.dumps(jobs))}"
+    return f"python3 -I -S -c {shlex.quote(GATHERER)} {shlex.quote(json.dumps(jobs))}"
 
 
 def batch_timeout(commands: Iterable[Command]) -> int:

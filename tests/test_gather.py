@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import shlex
+import subprocess
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -121,3 +125,23 @@ def test_hosts_not_connected_are_not_gathered() -> None:
 def test_the_batch_limit_is_the_slowest_commands_plus_the_kill_grace() -> None:
     assert gather.batch_timeout([Command("a", 30), Command("b", 60)]) == 70
     assert gather.batch_timeout([]) == probes.COMMAND_TIMEOUT_S + 10
+
+
+def test_a_command_past_its_limit_is_ended_with_its_whole_process_group() -> None:
+    target = local_target()
+    marker = f"dgxs-gather-{time.monotonic_ns()}"
+    command = f"sh -c 'exec -a {marker} sleep 30' & sleep 30; wait"
+    answers = gather._round(target, [Command(command, 1)], gather.Gathered(target.name))
+    assert answers[command].rc == 124
+    time.sleep(0.2)
+    assert subprocess.run(["pgrep", "-f", marker], capture_output=True).returncode == 1  # the child went too
+
+
+def test_a_command_that_ignores_term_is_killed_after_the_grace_and_exits_137() -> None:
+    target = local_target()
+    program = gather.gatherer(grace_s=1)
+    jobs = json.dumps([["trap '' TERM; sleep 30; echo never", 1], ["echo fine", 5]])
+    started = time.monotonic()
+    result = target.run(f"python3 -I -S -c {shlex.quote(program)} {shlex.quote(jobs)}", timeout=20)
+    answers = json.loads(result.stdout.split(gather.MARK, 1)[1])
+    assert [a[0] for a in answers] == [137, 0] and time.monotonic() - started < 5
