@@ -3,9 +3,15 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
+import subprocess
+import time
 from pathlib import Path
+from typing import Any, Iterator
 
 import pytest
+
+from tests.loopback import free_port
 
 # Runs made by the tests skip summary.pdf (Chromium costs 1-2 s a run); the report tests that print it unset this.
 os.environ.setdefault("DGXSPARK_PDF", "off")
@@ -35,3 +41,31 @@ def suite(pytester: pytest.Pytester):
         return path
 
     return write
+
+
+@pytest.fixture
+def sshd(tmp_path: Path) -> Iterator[dict[str, Any]]:
+    """A real sshd on loopback accepting one key; yields its port, key, ssh_config and log."""
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "host")], check=True)
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "id")], check=True)
+    (tmp_path / "authorized_keys").write_text((tmp_path / "id.pub").read_text())
+    port = free_port()
+    Path("/run/sshd").mkdir(exist_ok=True)
+    (tmp_path / "sshd_config").write_text(
+        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {tmp_path / 'host'}\nPidFile {tmp_path / 'sshd.pid'}\n"
+        f"AuthorizedKeysFile {tmp_path / 'authorized_keys'}\nStrictModes no\nUsePAM no\nPermitRootLogin yes\n"
+        "PasswordAuthentication no\nLogLevel VERBOSE\nMaxStartups 50\n"
+    )
+    (tmp_path / "ssh_config").write_text("Host *\n  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n")
+    log = tmp_path / "sshd.log"
+    proc = subprocess.Popen(["/usr/sbin/sshd", "-D", "-e", "-f", str(tmp_path / "sshd_config")], stderr=log.open("w"))
+    try:
+        for _ in range(50):
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.1)
+        yield {"port": port, "key": str(tmp_path / "id"), "ssh_config": str(tmp_path / "ssh_config"), "log": log, "dir": tmp_path}
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

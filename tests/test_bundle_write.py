@@ -32,6 +32,18 @@ def pytest_unconfigure(config):
 """
 
 
+@pytest.fixture
+def full_disk(pytester, suite):
+    """Run one passing host check on a disk that is full for every atomic write whose 'dir/name' holds `match`."""
+    suite("host", PASSING)
+
+    def run(match: str) -> pytest.RunResult:
+        pytester.makeconftest(FULL_DISK.format(match=match))
+        return pytester.runpytest(*SITE_ARGS)
+
+    return run
+
+
 def test_results_json_is_written_before_junit_and_report_html_with_private_modes(pytester, suite):
     suite("host", PASSING)
     pytester.runpytest(*SITE_ARGS)
@@ -54,10 +66,8 @@ def test_latest_is_replaced_by_each_run(pytester, suite):
     assert json.loads((second / "results.json").read_text())["run"]["id"] == second.name
 
 
-def test_a_full_disk_while_writing_evidence_keeps_results_json_and_says_what_was_kept(pytester, suite):
-    suite("host", PASSING)
-    pytester.makeconftest(FULL_DISK.format(match="evidence"))
-    result = pytester.runpytest(*SITE_ARGS)
+def test_a_full_disk_while_writing_evidence_keeps_results_json_and_says_what_was_kept(pytester, full_disk):
+    result = full_disk("evidence")
     result.stdout.fnmatch_lines([
         "dgxspark: BUNDLE INCOMPLETE ON DISK: evidence: 0 of 1 files written; kept results.json and those; "
         "first failure: */evidence/000-test_driver.json: not written (No space left on device)",
@@ -67,10 +77,8 @@ def test_a_full_disk_while_writing_evidence_keeps_results_json_and_says_what_was
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
 
 
-def test_a_full_disk_for_results_json_names_it_and_still_prints_the_verdict(pytester, suite):
-    suite("host", PASSING)
-    pytester.makeconftest(FULL_DISK.format(match="results.json"))
-    result = pytester.runpytest(*SITE_ARGS)
+def test_a_full_disk_for_results_json_names_it_and_still_prints_the_verdict(full_disk):
+    result = full_disk("results.json")
     result.stdout.fnmatch_lines([
         "dgxspark: BUNDLE NOT WRITTEN: */results.json: not written (No space left on device); nothing of this run "
         "was kept on disk: the verdict printed here is the only record",

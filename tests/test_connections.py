@@ -4,67 +4,24 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
-import subprocess
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 
-from pytest_dgxspark.connections import Cluster, ClusterUnreachable, HostTarget, HostUnreachable, timed_out
+from pytest_dgxspark.connections import Cluster, ClusterUnreachable, HostUnreachable, timed_out
 from pytest_dgxspark.outcome import TargetError
 from pytest_dgxspark.site import HostSpec
+from tests.loopback import JsonHandler, free_port, host_target, write_kubeconfig
 
 pytestmark = pytest.mark.skipif(shutil.which("ssh") is None or not Path("/usr/sbin/sshd").exists(), reason="needs OpenSSH")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture
-def sshd(tmp_path: Path) -> Iterator[dict[str, Any]]:
-    """A real sshd on loopback accepting one key; yields its port, key, ssh_config and log."""
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "host")], check=True)
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "id")], check=True)
-    (tmp_path / "authorized_keys").write_text((tmp_path / "id.pub").read_text())
-    port = _free_port()
-    Path("/run/sshd").mkdir(exist_ok=True)
-    (tmp_path / "sshd_config").write_text(
-        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {tmp_path / 'host'}\nPidFile {tmp_path / 'sshd.pid'}\n"
-        f"AuthorizedKeysFile {tmp_path / 'authorized_keys'}\nStrictModes no\nUsePAM no\nPermitRootLogin yes\n"
-        "PasswordAuthentication no\nLogLevel VERBOSE\nMaxStartups 50\n"
-    )
-    (tmp_path / "ssh_config").write_text("Host *\n  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n")
-    log = tmp_path / "sshd.log"
-    proc = subprocess.Popen(["/usr/sbin/sshd", "-D", "-e", "-f", str(tmp_path / "sshd_config")], stderr=log.open("w"))
-    try:
-        for _ in range(50):
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.1)
-        yield {"port": port, "key": str(tmp_path / "id"), "ssh_config": str(tmp_path / "ssh_config"), "log": log, "dir": tmp_path}
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-
-
-def _target(sshd: dict[str, Any], tmp_path: Path, port: int | None = None, name: str = "gpu-01") -> HostTarget:
-    spec = HostSpec(name=name, address="127.0.0.1", port=port or sshd["port"], user="root",
-                    identity_file=sshd["key"], ssh_config=sshd["ssh_config"])
-    control = tmp_path / "ctl"
-    control.mkdir(exist_ok=True)
-    return HostTarget(spec, str(control), 0)
-
-
 def test_one_ssh_connection_serves_every_command(sshd: dict[str, Any], tmp_path: Path) -> None:
-    target = _target(sshd, tmp_path)
+    target = host_target(sshd, tmp_path)
     try:
         target.connect()
         assert target.run("echo hello").stdout == "hello\n"
@@ -77,7 +34,7 @@ def test_one_ssh_connection_serves_every_command(sshd: dict[str, Any], tmp_path:
 
 
 def test_hung_command_is_killed_on_the_target_after_its_timeout(sshd: dict[str, Any], tmp_path: Path) -> None:
-    target = _target(sshd, tmp_path)
+    target = host_target(sshd, tmp_path)
     try:
         started = time.monotonic()
         result = target.run("sleep 30", timeout=2)
@@ -88,7 +45,7 @@ def test_hung_command_is_killed_on_the_target_after_its_timeout(sshd: dict[str, 
 
 
 def test_unreachable_host_is_a_target_error_naming_host_and_address(sshd: dict[str, Any], tmp_path: Path) -> None:
-    target = _target(sshd, tmp_path, port=_free_port())
+    target = host_target(sshd, tmp_path, port=free_port())
     with pytest.raises(HostUnreachable, match=r"^gpu-01 \(127\.0\.0\.1:\d+\): cannot read the host over SSH: nothing "
                        r"accepts SSH connections on that address and port \(ssh: connect to host 127\.0\.0\.1 port \d+: "
                        r"Connection refused\)$") as info:
@@ -102,7 +59,7 @@ def test_unreachable_host_is_a_target_error_naming_host_and_address(sshd: dict[s
     assert time.monotonic() - started < 0.5  # known unreachable: no second attempt
 
 
-class _Api(BaseHTTPRequestHandler):
+class _Api(JsonHandler):
     requests: list[str] = []
     fail_next: int = 0
 
@@ -123,17 +80,6 @@ class _Api(BaseHTTPRequestHandler):
         else:
             self._send(404, {"kind": "Status", "code": 404})
 
-    def _send(self, code: int, body: dict) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
 
 @pytest.fixture
 def api(tmp_path: Path) -> Iterator[tuple[Path, type[_Api]]]:
@@ -141,13 +87,7 @@ def api(tmp_path: Path) -> Iterator[tuple[Path, type[_Api]]]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": "site/rke2/gpu",
-        "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{server.server_port}"}}],
-        "users": [{"name": "u", "user": {"token": "t0ken"}}],
-        "contexts": [{"name": "site/rke2/gpu", "context": {"cluster": "c", "user": "u"}}],
-    }))
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", f"http://127.0.0.1:{server.server_port}", "t0ken")
     try:
         yield kubeconfig, handler
     finally:
@@ -179,14 +119,7 @@ def test_api_that_is_not_served_lists_as_empty(api: tuple[Path, type[_Api]]) -> 
 
 
 def test_unreachable_api_is_a_target_error(tmp_path: Path) -> None:
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config",
-        "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{_free_port()}"}}],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
-    }))
-    cluster = Cluster(kubeconfig, "x")
+    cluster = Cluster(write_kubeconfig(tmp_path / "kubeconfig", f"http://127.0.0.1:{free_port()}", "t", context="x"), "x")
     with pytest.raises(ClusterUnreachable, match=r"^Kubernetes API of context 'x' \(http://127\.0\.0\.1:\d+\): cannot "
                        r"read GET /version: nothing accepts connections on the API server address \(NewConnectionError") as info:
         cluster.connect()

@@ -2,32 +2,21 @@
 
 from __future__ import annotations
 
-import json
 import ssl
 import subprocess
 import threading
-from dataclasses import replace
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 import urllib3
 
-from pytest_dgxspark.connections import Cluster, ClusterUnreachable, HostTarget, HostUnreachable
-from pytest_dgxspark.site import HostSpec
+from pytest_dgxspark.connections import Cluster, ClusterUnreachable, HostUnreachable
 from pytest_dgxspark.targets_conn.causes import api_cause, ssh_cause
-from tests.test_connections import sshd  # noqa: F401 - the real sshd fixture
+from tests.loopback import JsonHandler, free_port, host_target, write_kubeconfig
 
 needs_openssh = pytest.mark.skipif(not Path("/usr/sbin/sshd").exists(), reason="needs OpenSSH")
-
-
-def _host(sshd: dict[str, Any], tmp_path: Path, **changes: Any) -> HostTarget:
-    spec = HostSpec(name="gpu-01", address="127.0.0.1", port=sshd["port"], user="root", identity_file=sshd["key"],
-                    ssh_config=sshd["ssh_config"])
-    control = tmp_path / "ctl"
-    control.mkdir(exist_ok=True)
-    return HostTarget(replace(spec, **changes), str(control), 0)
 
 
 def _strict_config(tmp_path: Path, known_hosts: str) -> str:
@@ -39,8 +28,8 @@ def _strict_config(tmp_path: Path, known_hosts: str) -> str:
 
 
 @needs_openssh
-def test_an_unknown_host_key_is_its_own_cause(sshd, tmp_path):  # noqa: F811
-    target = _host(sshd, tmp_path, ssh_config=_strict_config(tmp_path, ""))
+def test_an_unknown_host_key_is_its_own_cause(sshd, tmp_path):
+    target = host_target(sshd, tmp_path, ssh_config=_strict_config(tmp_path, ""))
     with pytest.raises(HostUnreachable) as info:
         target.connect()
     assert info.value.cause.kind == "host-key-unknown"
@@ -50,10 +39,10 @@ def test_an_unknown_host_key_is_its_own_cause(sshd, tmp_path):  # noqa: F811
 
 
 @needs_openssh
-def test_a_changed_host_key_is_its_own_cause(sshd, tmp_path):  # noqa: F811
+def test_a_changed_host_key_is_its_own_cause(sshd, tmp_path):
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "other")], check=True)
     other = (tmp_path / "other.pub").read_text().split()
-    target = _host(sshd, tmp_path, ssh_config=_strict_config(tmp_path, f"[127.0.0.1]:{sshd['port']} {other[0]} {other[1]}\n"))
+    target = host_target(sshd, tmp_path, ssh_config=_strict_config(tmp_path, f"[127.0.0.1]:{sshd['port']} {other[0]} {other[1]}\n"))
     with pytest.raises(HostUnreachable) as info:
         target.connect()
     assert info.value.cause.kind == "host-key-changed"
@@ -61,9 +50,9 @@ def test_a_changed_host_key_is_its_own_cause(sshd, tmp_path):  # noqa: F811
 
 
 @needs_openssh
-def test_refused_credentials_are_their_own_cause(sshd, tmp_path):  # noqa: F811
+def test_refused_credentials_are_their_own_cause(sshd, tmp_path):
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "stranger")], check=True)
-    target = _host(sshd, tmp_path, identity_file=str(tmp_path / "stranger"))
+    target = host_target(sshd, tmp_path, identity_file=str(tmp_path / "stranger"))
     with pytest.raises(HostUnreachable) as info:
         target.connect()
     assert info.value.cause.kind == "auth-refused"
@@ -71,8 +60,8 @@ def test_refused_credentials_are_their_own_cause(sshd, tmp_path):  # noqa: F811
 
 
 @needs_openssh
-def test_exit_255_never_reaches_a_check_as_a_command_result(sshd, tmp_path):  # noqa: F811
-    target = _host(sshd, tmp_path)
+def test_exit_255_never_reaches_a_check_as_a_command_result(sshd, tmp_path):
+    target = host_target(sshd, tmp_path)
     try:
         target.connect()
         assert target.run("exit 3").rc == 3  # a command's own status is an answer
@@ -86,12 +75,12 @@ def test_exit_255_never_reaches_a_check_as_a_command_result(sshd, tmp_path):  # 
 
 
 @needs_openssh
-def test_sudo_asking_for_a_password_is_a_target_fault_not_output(sshd, tmp_path):  # noqa: F811
+def test_sudo_asking_for_a_password_is_a_target_fault_not_output(sshd, tmp_path):
     fake = tmp_path / "bin"
     fake.mkdir()
     (fake / "sudo").write_text("#!/bin/sh\necho 'sudo: a password is required' >&2\nexit 1\n")
     (fake / "sudo").chmod(0o755)
-    target = _host(sshd, tmp_path)
+    target = host_target(sshd, tmp_path)
     try:
         target.connect()
         backend = target.host.backend
@@ -139,23 +128,12 @@ def _ca_and_cert(tmp_path: Path, name: str) -> tuple[Path, Path, Path]:
     return ca, cert, key
 
 
-class _TlsApi(BaseHTTPRequestHandler):
+class _TlsApi(JsonHandler):
     def do_GET(self) -> None:  # noqa: N802
         if self.headers.get("Authorization") != "Bearer good":
             self._send(401, {"kind": "Status", "code": 401, "reason": "Unauthorized"})
         else:
             self._send(200, {"gitVersion": "v1.34.10+rke2r1"})
-
-    def _send(self, code: int, body: dict) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: Any) -> None:
-        pass
 
 
 @pytest.fixture
@@ -169,15 +147,8 @@ def tls_api(tmp_path: Path) -> Iterator[dict[str, Any]]:
     threading.Thread(target=server.serve_forever, daemon=True).start()
 
     def kubeconfig(ca_file: Path, token: str) -> Path:
-        path = tmp_path / f"kubeconfig-{ca_file.stem}-{token}"
-        path.write_text(json.dumps({
-            "apiVersion": "v1", "kind": "Config",
-            "clusters": [{"name": "c", "cluster": {"server": f"https://127.0.0.1:{server.server_port}",
-                                                   "certificate-authority": str(ca_file)}}],
-            "users": [{"name": "u", "user": {"token": token}}],
-            "contexts": [{"name": "site/rke2/gpu", "context": {"cluster": "c", "user": "u"}}],
-        }))
-        return path
+        return write_kubeconfig(tmp_path / f"kubeconfig-{ca_file.stem}-{token}", f"https://127.0.0.1:{server.server_port}",
+                                token, ca_file=ca_file)
 
     try:
         yield {"ca": ca, "other_ca": other_ca, "kubeconfig": kubeconfig}
@@ -210,16 +181,7 @@ def test_a_wrong_token_is_credentials_rejected(tls_api):
 
 
 def test_a_client_call_to_a_dead_api_raises_a_target_error_never_a_raw_client_exception(tls_api, tmp_path):
-    from tests.test_connections import _free_port
-
-    path = tmp_path / "dead"
-    path.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config",
-        "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{_free_port()}"}}],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
-    }))
-    cluster = Cluster(path, "x")
+    cluster = Cluster(write_kubeconfig(tmp_path / "dead", f"http://127.0.0.1:{free_port()}", "t", context="x"), "x")
     with pytest.raises(ClusterUnreachable) as info:
         cluster.call(cluster.core.read_namespace, "kube-system", _request_timeout=(2, 2))
     assert info.value.cause.kind == "refused" and info.value.target == "api:x"

@@ -23,6 +23,8 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.loopback import free_port
+
 REPO = Path(__file__).resolve().parents[1]
 PROVISIONING = REPO / "provisioning"
 PLAYBOOKS = PROVISIONING / "playbooks"
@@ -520,12 +522,6 @@ class FakeHost:
 
     def playbook(self, playbook: Path, *args: str) -> Run:
         return run_playbook(playbook, self.inventory, "-e", f"rke2_root={self.root}", *args, env=self.env)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

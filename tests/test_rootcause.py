@@ -44,6 +44,14 @@ def api_fault(cause: str) -> str:
     return f"raise TargetError('API: ' + API_CAUSES['{cause}'].meaning, target='{API}', cause=API_CAUSES['{cause}'])"
 
 
+def host_checks(driver: str, nvml: str | None = None, prelude: str = "") -> str:
+    """suites/host source: host-driver's test_driver (and host-nvml's test_nvml) with these bodies (4-space lines)."""
+    source = prelude + f"@pytest.mark.rule('ADR-0002.host-driver')\ndef test_driver():\n    {driver}\n"
+    if nvml is not None:
+        source += f"\n@pytest.mark.rule('ADR-0002.host-nvml')\ndef test_nvml():\n    {nvml}\n"
+    return source
+
+
 def test_an_ssh_drop_mid_run_is_incomplete_with_the_cause_and_its_fix_never_rejected(pytester, suite):
     suite("all", all_rules({"ADR-0002.host-nvml": ssh_fault("dropped"),
                             "ADR-0001.rke2-service": ssh_fault("dropped")}, IMPORTS))
@@ -160,10 +168,8 @@ def test_image_mirror_is_not_applicable_on_a_site_that_is_not_air_gapped_even_wh
 
 
 def test_blocked_and_not_applicable_are_data_on_the_item_never_parsed_from_a_skip_message(pytester, suite):
-    suite("host", "@pytest.mark.rule('ADR-0002.host-driver')\ndef test_driver():\n"
-                  "    pytest.skip('blocked by ADR-0002.host-static-ip')\n\n"
-                  "@pytest.mark.rule('ADR-0002.host-nvml')\ndef test_nvml():\n"
-                  "    pytest.skip('not applicable: looks like one')\n")
+    suite("host", host_checks("pytest.skip('blocked by ADR-0002.host-static-ip')",
+                              "pytest.skip('not applicable: looks like one')"))
     result = pytester.runpytest(*SITE_ARGS, "-rA")
     doc = results(pytester)
     driver, nvml = rule(doc, "ADR-0002.host-driver"), rule(doc, "ADR-0002.host-nvml")
@@ -173,8 +179,7 @@ def test_blocked_and_not_applicable_are_data_on_the_item_never_parsed_from_a_ski
 
 
 def test_blocked_tests_have_their_own_letter_and_word(pytester, suite):
-    suite("host", "@pytest.mark.rule('ADR-0002.host-driver')\ndef test_driver():\n    assert False, 'no module'\n\n"
-                  "@pytest.mark.rule('ADR-0002.host-nvml')\ndef test_nvml():\n    pass\n")
+    suite("host", host_checks("assert False, 'no module'", "pass"))
     result = pytester.runpytest(*SITE_ARGS)
     result.stdout.fnmatch_lines(["suites/host/test_host.py FB *", "*1 failed, 1 blocked*"])
     result = pytester.runpytest(*SITE_ARGS, "-v")
@@ -205,10 +210,8 @@ def test_an_informational_rule_is_recorded_never_passed(pytester, suite):
 
 
 def test_results_carry_the_checks_words_never_assertion_introspection(pytester, suite):
-    suite("host", "class R:\n    rc = 127\n\n"
-                  "@pytest.mark.rule('ADR-0002.host-driver')\ndef test_driver():\n"
-                  "    r = R()\n    assert r.rc == 0, 'gpu-01: nvidia-smi is not installed (exit 127)'\n\n"
-                  "@pytest.mark.rule('ADR-0002.host-nvml')\ndef test_bare():\n    r = R()\n    assert r.rc == 0\n")
+    suite("host", host_checks("r = R()\n    assert r.rc == 0, 'gpu-01: nvidia-smi is not installed (exit 127)'",
+                              "r = R()\n    assert r.rc == 0", prelude="class R:\n    rc = 127\n\n"))
     result = pytester.runpytest(*SITE_ARGS, "--dgxspark-no-block")
     doc = results(pytester)
     assert rule(doc, "ADR-0002.host-driver")["tests"][0]["message"] == "gpu-01: nvidia-smi is not installed (exit 127)"
@@ -218,7 +221,7 @@ def test_results_carry_the_checks_words_never_assertion_introspection(pytester, 
 
 
 def test_results_expose_remediation_in_english_and_korean(pytester, suite):
-    suite("host", "@pytest.mark.rule('ADR-0002.host-driver')\ndef test_driver():\n    pass\n")
+    suite("host", host_checks("pass"))
     pytester.runpytest(*SITE_ARGS)
     driver = rule(results(pytester), "ADR-0002.host-driver")
     assert driver["remediation"].startswith("A host problem, not an RKE2 one")
@@ -226,15 +229,14 @@ def test_results_expose_remediation_in_english_and_korean(pytester, suite):
 
 
 def test_exit_status_follows_the_verdict(pytester, suite):
-    suite("host", "@pytest.mark.rule('ADR-0002.host-driver')\ndef test_driver():\n    assert False, 'no module'\n")
+    suite("host", host_checks("assert False, 'no module'"))
     assert pytester.runpytest(*SITE_ARGS).ret == 1
-    suite("host", "@pytest.mark.rule('ADR-0002.host-driver')\ndef test_driver():\n    pass\n")
+    suite("host", host_checks("pass"))
     assert pytester.runpytest(*SITE_ARGS).ret == EXIT_INCOMPLETE  # 29 rules untested
 
 
 def test_a_check_failure_shows_a_short_traceback_and_no_plugin_frames(pytester, suite):
-    suite("host", "def helper(x):\n    assert x == 1, 'gpu-01: no nvidia module loaded'\n\n"
-                  "@pytest.mark.rule('ADR-0002.host-driver')\ndef test_driver():\n    helper(2)\n")
+    suite("host", host_checks("helper(2)", prelude="def helper(x):\n    assert x == 1, 'gpu-01: no nvidia module loaded'\n\n"))
     text = pytester.runpytest(*SITE_ARGS).stdout.str()
     assert "suites/host/test_host.py:9: in test_driver" in text
     assert "pytest_dgxspark/" not in text.split("short test summary")[0].split("FAILURES")[-1]
