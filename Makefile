@@ -47,6 +47,7 @@ demo: setup ## the whole suite against a simulated DGX Spark [SCENARIO=healthy];
 	if [ -n "$$after" ] && [ "$$after" != "$$before" ] && [ -f $(REPORT_DIR)/latest/results.json ]; then \
 	  echo "bundle: $$(readlink -f $(REPORT_DIR)/latest)"; \
 	  $(PY) -c "import json,sys; d=json.load(open('$(REPORT_DIR)/latest/results.json')); print('verdict:', d['verdict'], '(SIMULATED)' if d['run']['simulated'] else '', '| root causes:', ', '.join(d['root_causes']) or 'none')"; \
+	  echo "demo: pytest exit $$status"; \
 	else echo "demo: this run wrote no bundle (pytest exit $$status)" >&2; [ $$status -ne 0 ] || status=3; fi; \
 	exit $$status
 

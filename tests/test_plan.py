@@ -245,10 +245,34 @@ def test_make_demo_of_an_unknown_scenario_fails_and_never_prints_an_earlier_verd
     (tmp_path / "reports" / "latest").symlink_to(earlier.name)
     proc = subprocess.run(["make", "-s", "-C", str(REPO), "demo", "SCENARIO=nosuch", f"REPORT_DIR={tmp_path / 'reports'}"],
                           capture_output=True, text=True, timeout=120, check=False)
-    assert proc.returncode != 0
+    assert proc.returncode == 2  # make's own status for any failed recipe; pytest's is named below
     assert "verdict:" not in proc.stdout + proc.stderr
     assert "--testbed nosuch: scenario 'nosuch': not a bundled scenario (airgap, " in proc.stderr
     assert "demo: this run wrote no bundle (pytest exit 4)" in proc.stderr
+
+
+# A stand-in for pytest: writes an INCOMPLETE bundle's results.json under --report-dir and exits 8, as a run would.
+FAKE_PYTEST = """#!/bin/sh
+while [ "$1" != "--report-dir" ]; do shift; done
+mkdir -p "$2/20260101T000000Z-fake" && ln -sfn 20260101T000000Z-fake "$2/latest"
+echo '{"verdict": "INCOMPLETE", "run": {"simulated": true}, "root_causes": []}' > "$2/latest/results.json"
+exit 8
+"""
+
+
+def test_make_demo_names_pytests_own_status_and_exits_2_for_any_failure(tmp_path):
+    import subprocess
+
+    from tests.conftest import REPO
+
+    fake = tmp_path / "pytest"
+    fake.write_text(FAKE_PYTEST)
+    fake.chmod(0o755)
+    proc = subprocess.run(["make", "-s", "-C", str(REPO), "demo", f"PYTEST={fake}", f"REPORT_DIR={tmp_path / 'reports'}"],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.stdout.splitlines()[-2:] == ["verdict: INCOMPLETE (SIMULATED) | root causes: none", "demo: pytest exit 8"]
+    assert proc.returncode == 2
+    assert "demo] Error 8" in proc.stderr
 
 
 def test_a_kubeconfig_environment_value_naming_no_file_is_a_usage_error(pytester, suite, monkeypatch):

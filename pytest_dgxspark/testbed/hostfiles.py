@@ -27,7 +27,8 @@ TMPFS_DIRS = ("run", "root")
 STATE_DIR = "/usr/lib/dgxspark-testbed"
 # Self-identification every testbed host carries: one line, the scenario's name (docs/internals.md).
 IDENTITY_FILE = "/etc/dgxspark-testbed"
-# sshd's ForceCommand on hosts with `faults`: counts commands, adds latency, freezes or drops, then runs the command.
+# sshd's ForceCommand on hosts with `faults`: counts sessions (one per remote command), adds latency, freezes or
+# drops, then runs the command.
 SESSION_WRAPPER = f"{STATE_DIR}/session"
 SESSION_SCRIPT = r"""#!/bin/bash
 # SSH session wrapper of a simulated host with faults (sshd ForceCommand); settings in faults.env.

@@ -62,7 +62,7 @@ DEFAULTS: dict[str, Any] = {
     "node_taints": [],
     "outputs": {},             # verbatim command results: "<command line>" -> text | {capture} | {stdout, stderr, rc}
     "journals": {},            # unit -> its journal (journalctl -u <unit>): text | {capture}
-    "faults": {},              # SSH session faults: drop_after, freeze_after (commands), latency_ms
+    "faults": {},              # SSH session faults: drop_after, freeze_after (sessions), latency_ms
     # DGX OS ships Docker (docker.service, dockerd) over a system containerd (containerd.service, /usr/bin/containerd,
     # /run/containerd/containerd.sock), the nvidia runtime registered by nvidia-ctk; versions as captured on a DGX
     # Spark (captures/dgx-spark-docker-version.txt). RKE2 never uses them.
@@ -158,9 +158,10 @@ def _add_docker(spec: dict[str, Any]) -> None:
             spec["processes"] = [*spec["processes"], SYSTEM_CONTAINERD]
 
 
-FAULT_KEYS = {"drop_after": "commands after which the SSH connection is dropped (sshd killed: later connects refused)",
-              "freeze_after": "commands after which the host freezes (commands hang, TCP stays up)",
-              "latency_ms": "delay added to every SSH command, in milliseconds"}
+# Counted per SSH session on the host (one per remote command, also over a shared master; a run opens ~3 per host).
+FAULT_KEYS = {"drop_after": "SSH sessions after which the connection is dropped (sshd killed: later connects refused)",
+              "freeze_after": "SSH sessions after which the host freezes (sessions hang, TCP stays up)",
+              "latency_ms": "delay added to every SSH session, in milliseconds"}
 
 
 def _fault_problems(faults: Any) -> list[str]:
