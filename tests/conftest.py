@@ -20,6 +20,14 @@ REPO = Path(__file__).resolve().parents[1]
 SITE = REPO / "sites" / "tirosh-home"
 
 
+def alias_bomb(indent: str = "") -> str:
+    """A billion-laughs YAML mapping (nine levels of nine aliases: 9**9 strings once expanded), lines indented."""
+    lines = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    for prev, name in zip("abcdefgh", "bcdefghi"):
+        lines.append(f"{name}: &{name} [" + ",".join([f"*{prev}"] * 9) + "]")
+    return "".join(f"{indent}{line}\n" for line in lines)
+
+
 @pytest.fixture
 def site_copy(tmp_path: Path) -> Path:
     """A writable copy of sites/tirosh-home."""

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import alias_bomb
+
 SITE_ARGS = ("--site", "sites/tirosh-home", "--report-dir", "out", "-p", "no:cacheprovider")
 # A test that would prove a target was touched: a usage error must stop the run before it.
 TOUCH = "@pytest.mark.rule('ADR-0002.host-driver')\ndef test_driver():\n    raise SystemExit('touched a target')\n"
@@ -86,17 +88,9 @@ def test_inventory_typos_are_usage_errors_with_a_did_you_mean(pytester, suite):
                 "did you mean 'ansible_host'?")
 
 
-def alias_bomb() -> list[str]:
-    """A billion-laughs document: nine levels of nine aliases, 9**9 strings once expanded."""
-    lines = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
-    for prev, name in zip("abcdefgh", "bcdefghi"):
-        lines.append(f"{name}: &{name} [" + ",".join([f"*{prev}"] * 9) + "]")
-    return lines
-
-
 def test_a_yaml_alias_bomb_is_refused_fast_naming_the_file(pytester, suite):
     suite("host", TOUCH)
-    (site_dir(pytester) / "waivers.yml").write_text("\n".join(alias_bomb()) + "\n")
+    (site_dir(pytester) / "waivers.yml").write_text(alias_bomb())
     started = time.monotonic()
     result = pytester.runpytest(*SITE_ARGS)
     assert time.monotonic() - started < 10
@@ -193,7 +187,7 @@ def test_a_billion_laughs_scenario_file_is_a_usage_error_naming_the_file(pyteste
     suite("host", TOUCH)
     scenario = pytester.path / "bomb" / "scenario.yaml"
     scenario.parent.mkdir()
-    scenario.write_text("description: an alias bomb\nextends: healthy\n" + "\n".join(alias_bomb()) + "\n")
+    scenario.write_text("description: an alias bomb\nextends: healthy\n" + alias_bomb())
     started = time.monotonic()
     result = pytester.runpytest(*SITE_ARGS, "--testbed", "bomb")
     assert time.monotonic() - started < 10
@@ -300,8 +294,7 @@ def test_an_alias_bomb_inside_values_content_is_refused_naming_the_key(pytester,
     suite("host", TOUCH)
     chart = site_dir(pytester) / "rke2" / "gpu-operator.helmchart.yaml"
     text = chart.read_text()
-    chart.write_text(text[:text.index("  valuesContent: |-")] + "  valuesContent: |-\n" +
-                     "".join(f"    {line}\n" for line in alias_bomb()))
+    chart.write_text(text[:text.index("  valuesContent: |-")] + "  valuesContent: |-\n" + alias_bomb("    "))
     usage_error(pytester.runpytest(*SITE_ARGS),
                 "*gpu-operator.helmchart.yaml: spec.valuesContent: not YAML values: expands to more than 200000 nodes "
                 "through aliases at line * (a YAML alias bomb?)")

@@ -18,6 +18,7 @@ import yaml
 
 from pytest_dgxspark.testbed import Testbed
 from pytest_dgxspark.testbed.scenario import ScenarioError, bundled, deep_merge, load
+from tests.conftest import alias_bomb
 
 kubernetes = pytest.importorskip("kubernetes")
 from kubernetes import client, config, watch  # noqa: E402
@@ -478,10 +479,6 @@ def test_bad_scenario_is_rejected_naming_the_file(tmp_path: Path) -> None:
         load(tmp_path)
 
 
-BOMB = "\n".join(['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]'] +
-                 [f"{n}: &{n} [" + ",".join([f"*{p}"] * 9) + "]" for p, n in zip("abcdefgh", "bcdefghi")]) + "\n"
-
-
 def test_a_scenario_file_repeating_a_key_is_rejected_naming_file_and_lines(tmp_path: Path) -> None:
     (tmp_path / "scenario.yaml").write_text("description: x\nextends: healthy\ndescription: y\n")
     with pytest.raises(ScenarioError) as raised:
@@ -489,25 +486,21 @@ def test_a_scenario_file_repeating_a_key_is_rejected_naming_file_and_lines(tmp_p
     assert str(raised.value) == f"{tmp_path / 'scenario.yaml'}: duplicate key 'description' at line 3 (first at line 1)"
 
 
-def test_an_alias_bomb_in_a_scenario_object_file_is_rejected_at_load_naming_the_file(tmp_path: Path) -> None:
-    (tmp_path / "scenario.yaml").write_text("description: x\nextends: healthy\n")
+@pytest.mark.parametrize(("files", "where"), [
+    ({"objects/bomb.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: lol}\ndata:\n" + alias_bomb("  ")},
+     "objects/bomb.yaml"),
+    ({"scenario.yaml": "description: x\nextends: healthy\ncluster:\n  gpu_operator:\n    helmchart:\n"
+                       "      valuesContent: |\n" + alias_bomb("        ")},
+     "scenario.yaml: cluster.gpu_operator.helmchart.valuesContent"),
+], ids=["object-file", "helmchart-values"])
+def test_an_alias_bomb_inside_a_scenario_is_rejected_at_load_naming_file_and_key(tmp_path: Path, files, where) -> None:
     (tmp_path / "objects").mkdir()
-    (tmp_path / "objects" / "bomb.yaml").write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: lol}\ndata:\n" +
-                                                    "".join(f"  {line}\n" for line in BOMB.splitlines()))
+    (tmp_path / "scenario.yaml").write_text("description: x\nextends: healthy\n")
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
     with pytest.raises(ScenarioError) as raised:
         load(tmp_path)
-    assert str(raised.value).startswith(f"{tmp_path / 'objects' / 'bomb.yaml'}: expands to more than 200000 nodes "
-                                        "through aliases at line ")
-
-
-def test_an_alias_bomb_in_the_scenario_helmchart_values_is_rejected_at_load_naming_the_key(tmp_path: Path) -> None:
-    (tmp_path / "scenario.yaml").write_text(
-        "description: x\nextends: healthy\ncluster:\n  gpu_operator:\n    helmchart:\n      valuesContent: |\n" +
-        "".join(f"        {line}\n" for line in BOMB.splitlines()))
-    with pytest.raises(ScenarioError) as raised:
-        load(tmp_path)
-    assert str(raised.value).startswith(f"{tmp_path / 'scenario.yaml'}: cluster.gpu_operator.helmchart.valuesContent: "
-                                        "expands to more than 200000 nodes through aliases at line ")
+    assert str(raised.value).startswith(f"{tmp_path}/{where}: expands to more than 200000 nodes through aliases at line ")
 
 
 def test_a_key_whose_fact_is_now_derived_is_rejected_with_a_hint(tmp_path: Path) -> None:
