@@ -48,10 +48,11 @@ def host_names(config: pytest.Config, gpu_only: bool = False) -> list[str]:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Run each check that takes `host_target` once per inventory host, with the host's name as its id."""
-    if "host_target" in metafunc.fixturenames:
+    """Run each check that takes `host_spec` (or `host_target`, which takes it) once per inventory host, with the
+    host's name as its id."""
+    if "host_spec" in metafunc.fixturenames:
         names = host_names(metafunc.config)
-        metafunc.parametrize("host_target", names, ids=names, indirect=True, scope="function")
+        metafunc.parametrize("host_spec", names, ids=names, indirect=True, scope="function")
 
 
 def cuda_timeout(config: pytest.Config) -> int:
@@ -87,11 +88,17 @@ def connections(request: pytest.FixtureRequest, targets: Any) -> Iterator[Connec
 
 
 @pytest.fixture
-def host_target(request: pytest.FixtureRequest, connections: Connections, targets: Any) -> HostTarget:
+def host_spec(request: pytest.FixtureRequest, targets: Any) -> Any:
+    """One inventory host (parametrized per host), not connected: for checks that read only what the API says of it,
+    which an SSH fault of the host neither reaches nor blocks."""
+    return targets.host(request.param)
+
+
+@pytest.fixture
+def host_target(request: pytest.FixtureRequest, host_spec: Any, connections: Connections) -> HostTarget:
     """One inventory host (parametrized per host), connected; an unreachable host is an error, not a hang."""
-    spec = targets.host(request.param)
     connections.open_all()
-    target = connections.host(spec).connect()
+    target = connections.host(host_spec).connect()
     identity.observe_host(request.config, target)
     return target
 

@@ -64,42 +64,72 @@ def connectivity_rule(target: str, management_context: str | None = None) -> str
     return CONNECTIVITY_RULES.get(kind)
 
 
-def attribute_unreachable(
+def target_owners(
     records: Iterable[TestRecord],
     management_context: str | None = None,
     prerequisites: Mapping[str, tuple[tuple[str, str | None], ...]] | None = None,
-) -> list[TestRecord]:
-    """Errors caused only by a target that is already accounted for become `blocked`.
+    pending: Iterable[str] = (),
+) -> dict[str, tuple[tuple[str, ...], str]]:
+    """target -> (the rules that account for its fault, how): `prerequisite` (a failed prerequisite, e.g. the API of
+    a single-server site -> rke2-service on that server), `connectivity` (the connectivity rule's own error on it) or
+    `first` (without that, the first error on the target, after the connectivity rule had reached it) or `not-run`
+    (the first error, the connectivity rule not having run: not selected, or no tests).
 
-    A target is accounted for by a failed prerequisite (`prerequisites`: target -> (rule, host or None) pairs, e.g.
-    the API of a single-server site -> (rke2-service, that server): rke2-server down is the cause, the refused API
-    its symptom), else by its
-    connectivity rule's own error on it. The report then names one cause instead of one per layer.
+    `pending`: rules with tests still to run; a target whose connectivity rule is pending gets no `first` owner yet
+    (that rule may still report the fault itself).
     """
     records = list(records)
-    owners: dict[str, tuple[str, ...]] = {}
+    pending = set(pending)
+    ran = {r.rule for r in records}
+    owners: dict[str, tuple[tuple[str, ...], str]] = {}
     for target, needs in (prerequisites or {}).items():
         broken = tuple(sorted({rule for rule, host in needs for r in records if r.rule == rule and r.outcome == "failed"
                                and (host is None or r.nodeid.endswith(f"[{host}]"))}))
         if broken:
-            owners[target] = broken
+            owners[target] = (broken, "prerequisite")
     for rec in records:
         if rec.outcome == "error" and rec.target and rec.target not in owners:
             owner = connectivity_rule(rec.target, management_context)
             if owner is not None and rec.rule == owner:
-                owners[rec.target] = (owner,)
-    # Without its connectivity rule's own error (not selected, or its check read the target another way), the
+                owners[rec.target] = ((owner,), "connectivity")
+    # Without its connectivity rule's own error (not selected, or its check read the target before the fault), the
     # first error on a target is the target's connectivity finding: later errors on it are blocked by that one.
     for rec in records:
-        if rec.outcome == "error" and rec.target and rec.target not in owners \
-                and connectivity_rule(rec.target, management_context) is not None:
-            owners[rec.target] = (rec.rule,)
+        owner = connectivity_rule(rec.target, management_context) if rec.target else None
+        if rec.outcome == "error" and rec.target and rec.target not in owners and owner is not None \
+                and owner not in pending:
+            owners[rec.target] = ((rec.rule,), "first" if owner in ran else "not-run")
+    return owners
+
+
+def blocked_message(owner: tuple[str, ...], how: str, target: str, message: str,
+                    management_context: str | None = None) -> str:
+    """A test blocked by the fault of `target` that `owner` accounts for, in words."""
+    if how in ("first", "not-run"):
+        rule = connectivity_rule(target, management_context)
+        clause = "did not run" if how == "not-run" else "had reached it before the fault"
+        return (f"{BLOCKED_PREFIX}{', '.join(owner)} ({target} unreachable: the same fault, which {owner[0]} met "
+                f"first; {rule}, which owns reaching it, {clause}): {message}")
+    return f"{BLOCKED_PREFIX}{', '.join(owner)} ({target} unreachable): {message}"
+
+
+def attribute_unreachable(
+    records: Iterable[TestRecord],
+    management_context: str | None = None,
+    prerequisites: Mapping[str, tuple[tuple[str, str | None], ...]] | None = None,
+
+) -> list[TestRecord]:
+    """Errors caused only by a target that is already accounted for (target_owners) become `blocked`: the report
+    names one cause instead of one per layer. Most are blocked as they happen (the plugin's makereport); this
+    folds the rest, e.g. an error met before the connectivity rule reported the same fault."""
+    records = list(records)
+    owners = target_owners(records, management_context, prerequisites)
     result = []
     for rec in records:
-        owner = owners.get(rec.target or "")
+        owner, how = owners.get(rec.target or "", ((), ""))
         if rec.outcome == "error" and owner and rec.rule not in owner:
             rec = replace(rec, outcome="blocked", blocked_by=owner,
-                          message=f"{BLOCKED_PREFIX}{', '.join(owner)} ({rec.target} unreachable): {rec.message}")
+                          message=blocked_message(owner, how, rec.target or "", rec.message, management_context))
         result.append(rec)
     return result
 
@@ -147,6 +177,17 @@ def blocking_rules(catalog: Catalog, rule_id: str, statuses: Mapping[str, str]) 
     return tuple(sorted(r for r in catalog.ancestors(rule_id) if statuses.get(r) in BROKEN))
 
 
+def breaks(records: Iterable[TestRecord], reaches: Iterable[str] | None) -> bool:
+    """Whether a broken rule (its `records`) makes the evidence of checks that reach `reaches` (targets: `ssh:<host>`,
+    `api:...`; None: unknown) unobtainable or meaningless. A judged failure or an error without a target always does;
+    an SSH fault of a host only for checks that reach that host (an API-side check of its Node is still judged)."""
+    broken = [r for r in records if r.outcome in BROKEN]
+    if reaches is None or any(r.outcome == "failed" or not r.target for r in broken):
+        return True
+    wanted = set(reaches)
+    return any(not r.target.startswith("ssh:") or r.target in wanted for r in broken if r.target)
+
+
 def fold(
     catalog: Catalog,
     records: Iterable[TestRecord],
@@ -160,8 +201,12 @@ def fold(
     prerequisites: Mapping[str, tuple[tuple[str, str | None], ...]] | None = None,
     not_applicable: Mapping[str, str] | None = None,
     scope: Scope | None = None,
+    reaches: Mapping[str, frozenset[str]] | None = None,
 ) -> Fold:
-    """Fold test records into rule and layer statuses, root causes and the verdict."""
+    """Fold test records into rule and layer statuses, root causes and the verdict.
+
+    `reaches`: rule -> the targets its tests reach (`ssh:<host>`, `api:*`); a rule broken by an SSH fault of a host is
+    no broken ancestor of a rule whose tests do not reach that host (see `breaks`)."""
     waivers = waivers or {}
     today = today or date.today()
     records = _not_verifiable(catalog, attribute_symptoms(
@@ -192,7 +237,8 @@ def fold(
     first_broken = [
         r.id for r in catalog.ordered()
         if r.kind != "informational" and statuses[r.id] in BROKEN
-        and not any(statuses[a] in BROKEN for a in catalog.ancestors(r.id))
+        and not any(statuses[a] in BROKEN and breaks(by_rule[a], (reaches or {}).get(r.id))
+                    for a in catalog.ancestors(r.id))
     ]
     broken = [_detail(catalog, rid, statuses[rid], by_rule[rid]) for rid in first_broken]
     # An error that is not a judged failure and had nothing unreachable behind it is never a root cause: it is

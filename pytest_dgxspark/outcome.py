@@ -19,6 +19,7 @@ UNREADABLE_FIX_KO = "오류 내용을 읽고 점검이 읽지 못한 것을 읽�
 blocked_by_key = pytest.StashKey[tuple[str, ...]]()  # the broken rules this test depends on
 not_applicable_key = pytest.StashKey[str]()  # why this check does not apply to the site
 target_fault_key = pytest.StashKey["TargetFault"]()  # the target this test could not reach or read, and why
+blocked_reason_key = pytest.StashKey[str]()  # why a test met a fault its target's owner already accounts for
 
 
 class TargetError(Exception):

@@ -5,16 +5,17 @@ from typing import Any
 
 import pytest
 
-from pytest_dgxspark import closing, hookspecs, identity, runfixtures
-from pytest_dgxspark.fold import blocking_rules, fold
+from pytest_dgxspark import closing, hookspecs, identity, runfixtures, runorder
+from pytest_dgxspark.fold import blocking_rules, breaks, fold
 from pytest_dgxspark.outcome import (
-    BLOCKED_PREFIX, NotApplicable, blocked_by_key, not_applicable_key, target_fault_key,
+    BLOCKED_PREFIX, NotApplicable, blocked_by_key, blocked_reason_key, not_applicable_key, target_fault_key,
 )
 from pytest_dgxspark.plan import listing_rules, plan_key, resolve
 from pytest_dgxspark.results import ResultsNotWritten, build_results, results_key, run_info, write_results
 from pytest_dgxspark.rules import LAYERS, CatalogError, catalog_key, load_catalog
 from pytest_dgxspark.runstate import (
-    RunState, coverage_problems, is_active, item_rule, load_run, record_from_reports, state_key, transport_fault,
+    RunState, coverage_problems, is_active, item_rule, load_run, owner_of_fault, record_from_reports, state_key,
+    transport_fault,
 )
 from pytest_dgxspark.scope import scope_of
 from pytest_dgxspark.targets import targets_key
@@ -96,7 +97,9 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     problems = coverage_problems(catalog, items)
     if problems:
         raise pytest.UsageError("tests without a valid rule marker:\n  " + "\n  ".join(problems))
-    order = {r.id: i for i, r in enumerate(catalog.ordered())}
+    # after the rules they depend on, each target first reached by the rule owning it (runorder.py)
+    position = runorder.ranks(catalog, items, item_rule)
+    last = max(position.values(), default=0) + 1
     for item in items:
         rule = catalog.rules[item_rule(item)] if item_rule(item) else None
         if rule is None:
@@ -104,8 +107,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         item.add_marker(rule.marker)
         if rule.gpu:
             item.add_marker("gpu")
-        item.add_marker(pytest.mark.order(order[rule.id] + 1))
-    items.sort(key=lambda i: order.get(item_rule(i) or "", len(order)))
+        item.add_marker(pytest.mark.order(position[item.nodeid]))
+    items.sort(key=lambda i: position.get(i.nodeid, last))
 
 
 def pytest_deselected(items: list[pytest.Item]) -> None:
@@ -153,7 +156,11 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         raise NotApplicable(reason)
     if state.plan.no_block:
         return
-    blockers = blocking_rules(state.catalog, rule, state.statuses())
+    # a rule blocks another only when its failure makes the other's evidence unobtainable or meaningless: an SSH fault
+    # of a host blocks no check that reaches that host's Node through the API only (fold.breaks)
+    reaches = runorder.reaches(item, state.targets.host_names, f"api:{state.targets.context}")
+    blockers = tuple(b for b in blocking_rules(state.catalog, rule, state.statuses())
+                     if breaks([r for r in state.records if r.rule == b], reaches))
     if blockers:
         item.stash[blocked_by_key] = blockers
         pytest.skip(BLOCKED_PREFIX + ", ".join(blockers))
@@ -169,7 +176,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     if report.skipped and excinfo is not None and isinstance(excinfo.value, NotApplicable):
         item.stash[not_applicable_key] = excinfo.value.reason
     fault = transport_fault(item, excinfo.value, state.targets.context) if report.failed and excinfo else None
-    if fault is not None:
+    owned = owner_of_fault(state, item, fault) if fault is not None and not state.plan.no_block else None
+    if owned is not None:
+        # the fault of a target another rule already accounts for (its connectivity rule, a failed prerequisite, the
+        # first error on it): BLOCKED as it happens, as results.json has it, never a second ERROR
+        item.stash[blocked_by_key], item.stash[blocked_reason_key] = owned
+        report.outcome = "skipped"
+        report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: {owned[1]}")
+    elif fault is not None:
         item.stash[target_fault_key] = fault
         # not a check's failure: the fault in the check's words and its fix, no traceback through transports
         report.longrepr = f"{fault.message}\nfix: {fault.fix}" if fault.fix else fault.message
@@ -278,7 +292,7 @@ def _finish(config: pytest.Config, session: pytest.Session, state: RunState) -> 
         handover=state.plan.handover, simulated=bool(simulated_by),
         unattested_manual=[m.id for m in state.manual_checks if not m.attested],
         management_context=tgt.management_context, prerequisites=tgt.prerequisites(),
-        not_applicable=state.not_applicable_rules(), scope=scope,
+        not_applicable=state.not_applicable_rules(), scope=scope, reaches=_reaches(state),
     )
     info = run_info(config)
     results = build_results(
@@ -307,6 +321,17 @@ def _finish(config: pytest.Config, session: pytest.Session, state: RunState) -> 
         tw.line()
         tw.line(f"dgxspark: BUNDLE NOT WRITTEN: {exc}", red=True, bold=True)
     return results, written
+
+
+def _reaches(state: RunState) -> dict[str, frozenset[str]]:
+    """rule -> the targets its selected tests reach (runorder.reaches)."""
+    found: dict[str, frozenset[str]] = {}
+    api = f"api:{state.targets.context}"
+    for item in state.items:
+        rid = item_rule(item)
+        if rid:
+            found[rid] = found.get(rid, frozenset()) | runorder.reaches(item, state.targets.host_names, api)
+    return found
 
 
 def _provenance(config: pytest.Config) -> dict:

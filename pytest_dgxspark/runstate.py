@@ -9,7 +9,8 @@ import pytest
 
 from pytest_dgxspark.governance import ManualCheck
 from pytest_dgxspark.outcome import (
-    TargetError, TargetFault, TestRecord, Waiver, blocked_by_key, not_applicable_key, rule_status, target_fault_key,
+    TargetError, TargetFault, TestRecord, Waiver, blocked_by_key, blocked_reason_key, not_applicable_key, rule_status,
+    target_fault_key,
 )
 from pytest_dgxspark.plan import RunPlan, is_active  # noqa: F401 - is_active is imported from here too
 from pytest_dgxspark.rules import Catalog, rule_of
@@ -49,6 +50,33 @@ class RunState:
         for rec in self.records:
             outcomes.setdefault(rec.rule, []).append(rec.outcome)
         return {rid: rule_status(o) for rid, o in outcomes.items()}
+
+
+def pending_rules(state: RunState) -> set[str]:
+    """Rules with selected tests still to run (the running test's, not recorded yet, included)."""
+    done: dict[str, int] = {}
+    for rec in state.records:
+        done[rec.rule] = done.get(rec.rule, 0) + 1
+    total: dict[str, int] = {}
+    for other in state.items:
+        rid = item_rule(other) or ""
+        total[rid] = total.get(rid, 0) + 1
+    return {rid for rid, count in total.items() if done.get(rid, 0) < count}
+
+
+def owner_of_fault(state: RunState, item: pytest.Item, fault: TargetFault) -> tuple[tuple[str, ...], str] | None:
+    """(rules, blocked message) when `fault`'s target is already accounted for by another rule (fold.target_owners
+    over the records so far), else None: this test's error is then the target's own report."""
+    from pytest_dgxspark.fold import blocked_message, target_owners
+
+    if not fault.target:
+        return None
+    tgt = state.targets
+    owners = target_owners(state.records, tgt.management_context, tgt.prerequisites(), pending_rules(state))
+    owner, how = owners.get(fault.target, ((), ""))
+    if not owner or item_rule(item) in owner:
+        return None
+    return owner, blocked_message(owner, how, fault.target, fault.message, tgt.management_context)
 
 
 def item_rule(item: pytest.Item) -> str | None:
@@ -100,7 +128,7 @@ def record_from_reports(item: pytest.Item, phases: dict[str, Any]) -> TestRecord
         if report.skipped:
             if blocked_by_key in item.stash:
                 blocked = item.stash[blocked_by_key]
-                outcome, message = "blocked", f"blocked by {', '.join(blocked)}"
+                outcome, message = "blocked", item.stash.get(blocked_reason_key, f"blocked by {', '.join(blocked)}")
             elif not_applicable_key in item.stash:
                 outcome, message = "not-applicable", item.stash[not_applicable_key]
             else:

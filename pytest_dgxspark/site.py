@@ -42,6 +42,11 @@ class HostSpec:
     def label(self) -> str:
         return f"{self.name} ({self.address}:{self.port})"
 
+    @property
+    def where(self) -> str:
+        """The host as messages name it, as HostTarget.where does ('gpu-01 (local)' on the machine the suite runs on)."""
+        return f"{self.name} (local)" if self.connection == "local" else self.label
+
 
 @dataclass(frozen=True)
 class Site:

@@ -53,9 +53,9 @@ def operator_namespace(site: Any) -> str:
 
 
 @pytest.fixture
-def host_node(request: pytest.FixtureRequest, cluster: Any) -> dict[str, Any]:
-    """The Node of the current host_target; fails naming the host and the cluster's Nodes when there is none."""
-    spec = request.getfixturevalue("host_target").spec
+def host_node(host_spec: Any, cluster: Any) -> dict[str, Any]:
+    """The Node of the current host (no SSH needed); fails naming the host and the cluster's Nodes when there is none."""
+    spec = host_spec
     node = cluster.node_for(spec)
     if node is None:
         names = [n["metadata"]["name"] for n in cluster.nodes]

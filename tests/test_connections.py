@@ -113,9 +113,13 @@ def test_transient_server_errors_are_retried(api: tuple[Path, type[_Api]]) -> No
     assert Cluster(kubeconfig, "site/rke2/gpu").list("nodes")[0]["metadata"]["name"] == "gpu-01"
 
 
-def test_api_that_is_not_served_lists_as_empty(api: tuple[Path, type[_Api]]) -> None:
+def test_a_crd_that_is_not_served_says_so_never_lists_as_empty(api: tuple[Path, type[_Api]]) -> None:
+    from pytest_dgxspark.targets_conn.cluster import CrdNotServed
+
     kubeconfig, _ = api
-    assert Cluster(kubeconfig, "site/rke2/gpu").list("clusterpolicies") == []
+    with pytest.raises(CrdNotServed, match=r"GET /apis/nvidia\.com/v1/clusterpolicies answered 404 Not Found: "
+                       r"nvidia\.com/v1 ClusterPolicy is not served \(the GPU Operator's CRD is not installed\)"):
+        Cluster(kubeconfig, "site/rke2/gpu").list("clusterpolicies")
 
 
 def test_unreachable_api_is_a_target_error(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from pytest_dgxspark.connections import HostTarget
+from pytest_dgxspark.site import HostSpec
 from pytest_dgxspark.parsing import (
     netplan_dhcp_interfaces,
     netplan_uses_dhcp,
@@ -20,14 +21,14 @@ from pytest_dgxspark.probes.network import IP_ADDR, NETPLAN, nmcli_device, nmcli
 
 
 @pytest.mark.rule("ADR-0002.host-static-ip")
-def test_node_internal_ip_is_the_inventory_address(host_target: HostTarget, host_node: dict[str, Any], evidence: Any) -> None:
-    ips = node_internal_ips(host_node)
-    inventory = addresses_of(host_target.spec.address)  # ansible_host may be a name
+def test_node_internal_ip_is_the_inventory_address(host_spec: HostSpec, host_node: dict[str, Any], evidence: Any) -> None:
+    ips = node_internal_ips(host_node)  # what the API says: needs no SSH to the host
+    inventory = addresses_of(host_spec.address)  # ansible_host may be a name
     evidence.record("node InternalIP", {"node": host_node["metadata"]["name"], "InternalIP": ips,
-                                        "inventory": host_target.spec.address, "inventory addresses": sorted(inventory)})
+                                        "inventory": host_spec.address, "inventory addresses": sorted(inventory)})
     require(inventory & set(ips), (
-        f"{host_target.where}: Node {host_node['metadata']['name']} InternalIP is {', '.join(ips) or 'unset'}, the inventory says "
-        f"{host_target.spec.address}; set node-ip or fix ansible_host"
+        f"{host_spec.where}: Node {host_node['metadata']['name']} InternalIP is {', '.join(ips) or 'unset'}, the inventory says "
+        f"{host_spec.address}; set node-ip or fix ansible_host"
     ))
 
 

@@ -38,9 +38,9 @@ def expected_metadata(spec: Any, site: Any) -> ExpectedMetadata:
 
 
 @pytest.fixture
-def node_metadata(host_target: Any, site: Any, evidence: Any) -> ExpectedMetadata:
+def node_metadata(host_spec: Any, site: Any, evidence: Any) -> ExpectedMetadata:
     """The Node labels and taints the current host must have (its own host vars, else the site's for GPU hosts)."""
-    expected = expected_metadata(host_target.spec, site)
+    expected = expected_metadata(host_spec, site)
     evidence.record("expected node metadata", {"labels": list(expected.labels), "labels from": expected.labels_from,
                                                "taints": list(expected.taints), "taints from": expected.taints_from})
     return expected

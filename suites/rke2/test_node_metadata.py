@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from pytest_dgxspark.connections import HostTarget
+from pytest_dgxspark.site import HostSpec
 from pytest_dgxspark.parsing import node_taints, parse_labels, parse_taint
 from pytest_dgxspark.checking import require
 
@@ -16,7 +16,7 @@ SYSTEM_TAINT_PREFIXES = ("node.kubernetes.io/", "node.cloudprovider.kubernetes.i
 
 @pytest.mark.rule("ADR-0001.node-metadata")
 def test_node_labels_are_the_site_labels(
-    host_target: HostTarget, host_node: dict[str, Any], node_metadata: Any, evidence: Any
+    host_spec: HostSpec, host_node: dict[str, Any], node_metadata: Any, evidence: Any
 ) -> None:
     live = host_node["metadata"].get("labels") or {}
     wanted = parse_labels(node_metadata.labels)
@@ -33,20 +33,20 @@ def test_node_labels_are_the_site_labels(
             evidence.warn(f"{node_metadata.labels_from} sets operator-owned label {key}; remove it")
     evidence.record("labels", {"vars": wanted, "live": {k: live.get(k) for k in wanted}})
     require(wrong == {}, (
-        f"{host_target.where}: Node {host_node['metadata']['name']} labels differ from {node_metadata.labels_from}: "
+        f"{host_spec.where}: Node {host_node['metadata']['name']} labels differ from {node_metadata.labels_from}: "
         + ", ".join(f"{k} is {v['live'] if v['live'] is not None else 'unset'}, wants {v['vars']}" for k, v in wrong.items())
     ))
 
 
 @pytest.mark.rule("ADR-0001.node-metadata")
 def test_node_taints_are_the_site_taints(
-    host_target: HostTarget, host_node: dict[str, Any], node_metadata: Any, evidence: Any
+    host_spec: HostSpec, host_node: dict[str, Any], node_metadata: Any, evidence: Any
 ) -> None:
     live = sorted(t for t in node_taints(host_node) if not t.key.startswith(SYSTEM_TAINT_PREFIXES))
     wanted = sorted(parse_taint(t) for t in node_metadata.taints)
     evidence.record("taints", {"vars": [t.__dict__ for t in wanted], "live": [t.__dict__ for t in live]})
     require(live == wanted, (
-        f"{host_target.where}: Node {host_node['metadata']['name']} taints "
+        f"{host_spec.where}: Node {host_node['metadata']['name']} taints "
         f"{', '.join(f'{t.key}={t.value}:{t.effect}' for t in live) or 'none'} differ from {node_metadata.taints_from} "
         f"{', '.join(node_metadata.taints) or 'none'} (taints are set at registration only; "
         "use kubectl taint to converge)"
