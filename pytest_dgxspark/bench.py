@@ -1,10 +1,13 @@
 """`make bench`: the suite against 1, 4, 16 and 32 simulated nodes with round-trip latency on every SSH command and API
-request; a table of wall time, API requests by verb and kind, SSH connections and commands per host."""
+request; a table of wall time, API requests by verb and kind, SSH connections and commands per host, and the CPU
+seconds of the suite (pytest and what it starts: ssh clients, Chromium) apart from the simulation's (the simulated
+hosts' processes and the API servers), which share the same cores here and not on a site."""
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -103,6 +106,42 @@ def commands_run(node_dir: Path) -> int | None:
         return None
 
 
+def _cpu_of(pid: str) -> float:
+    """CPU seconds of a process and of the children it has reaped (0 when it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK")  # utime stime cutime cstime
+
+
+def testbed_cpu(tb_dir: Path) -> float:
+    """CPU seconds the simulation has used so far: every process in the nodes' PID namespaces (sshd, the session
+    wrapper, shims, stand-ins) and the testbed's API servers."""
+    namespaces = set()
+    for node in (tb_dir / "nodes").iterdir():
+        try:
+            namespaces.add(os.readlink(f"/proc/{json.loads((node / 'host.json').read_text())['init_pid']}/ns/pid"))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    total = 0.0
+    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            inside = os.readlink(f"/proc/{pid}/ns/pid") in namespaces
+            server = not inside and b"testbed.apiserver" in Path(f"/proc/{pid}/cmdline").read_bytes() and \
+                str(tb_dir).encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if inside or server:
+            total += _cpu_of(pid)
+    return total
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def run(nodes: int, work: Path, latency_ms: int = LATENCY_MS, api_latency_ms: int = LATENCY_MS) -> dict:
     from pytest_dgxspark.testbed import Testbed
     from pytest_dgxspark.testbed.hosts import ssh_connection_count
@@ -111,6 +150,7 @@ def run(nodes: int, work: Path, latency_ms: int = LATENCY_MS, api_latency_ms: in
     tb_dir = work / f"tb-{nodes}"
     load = os.getloadavg()[0]
     with Testbed(scenario, tb_dir) as testbed:
+        simulation, suite = testbed_cpu(tb_dir), _children_cpu()
         started = time.monotonic()
         proc = subprocess.run(
             [sys.executable, "-m", "pytest", "suites", "--site", str(REPO / "sites" / "tirosh-home"),
@@ -120,12 +160,14 @@ def run(nodes: int, work: Path, latency_ms: int = LATENCY_MS, api_latency_ms: in
             cwd=REPO, capture_output=True, text=True, timeout=900,
         )
         wall = time.monotonic() - started
+        suite, simulation = _children_cpu() - suite, testbed_cpu(tb_dir) - simulation
         node_dirs = sorted((tb_dir / "nodes").iterdir())
         conns = {d.name: ssh_connection_count(d) for d in node_dirs}
         commands = {d.name: commands_run(d) for d in node_dirs}
         requests = testbed.requests()
     results = json.loads((work / f"reports-{nodes}" / "latest" / "results.json").read_text())
     return {"nodes": nodes, "wall_s": wall, "exit": proc.returncode, "verdict": results["verdict"], "load": load,
+            "suite_cpu_s": suite, "testbed_cpu_s": simulation,
             "ssh_conns": conns, "ssh_commands": commands, "lists": dict(lists_per_kind(requests)),
             "requests": requests_by_verb_kind(requests),
             "failed": [ln for ln in proc.stdout.splitlines() if ln.startswith(("FAILED", "ERROR"))]}
@@ -138,12 +180,13 @@ def _max(values: object) -> int:
 def table(runs: list[dict]) -> list[str]:
     """The benchmark table, one line per node count, then the API requests of each run by verb and kind."""
     lines = [f"{'nodes':>5} {'wall s':>7} {'ratio':>6} {'load':>5} {'verdict':<10} {'API reqs':>8} {'LIST max':>8} "
-             f"{'ssh conns/host':>14} {'ssh cmds/host':>13}"]
+             f"{'ssh conns/host':>14} {'ssh cmds/host':>13} {'suite CPU s':>11} {'testbed CPU s':>13}"]
     base = runs[0]["wall_s"]
     for r in runs:
         lines.append(f"{r['nodes']:>5} {r['wall_s']:>7.1f} {r['wall_s'] / base:>6.2f} {r['load']:>5.1f} {r['verdict']:<10} "
                      f"{sum(r['requests'].values()):>8} {_max(r['lists'].values()):>8} "
-                     f"{_max(r['ssh_conns'].values()):>14} {_max(r['ssh_commands'].values()):>13}")
+                     f"{_max(r['ssh_conns'].values()):>14} {_max(r['ssh_commands'].values()):>13} "
+                     f"{r.get('suite_cpu_s', 0.0):>11.1f} {r.get('testbed_cpu_s', 0.0):>13.1f}")
     for r in runs:
         by = ", ".join(f"{verb} {kind} {n}" for (verb, kind), n in sorted(r["requests"].items()))
         lines.append(f"{r['nodes']:>2} node(s) API requests: {by}")

@@ -5,11 +5,13 @@ from __future__ import annotations
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Collection
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
 
+from pytest_dgxspark import probes
 from pytest_dgxspark.outcome import TargetError
 from pytest_dgxspark.targets_conn.cluster import Cluster, ClusterUnreachable, transient, with_retries
 from pytest_dgxspark.targets_conn.ssh import HostTarget, HostUnreachable, timed_out
@@ -34,11 +36,10 @@ class Connections:
     """Everything one run connects to, built lazily from Targets, closed at session end."""
 
     def __init__(self, targets: Any, settings: Any = None) -> None:
-        from pytest_dgxspark.probes import Settings
-
         self.targets = targets
-        self.probe_settings = settings or Settings()
+        self.probe_settings = settings or probes.Settings()
         self.gathered: list[Any] = []
+        self.probes_gathered: tuple[str, ...] = ()  # the probes whose commands the gathering step ran
         # a ControlPath must fit a unix socket name (108 bytes with ssh's random suffix): fall back to /tmp
         base = tempfile.gettempdir()
         self._control_dir = tempfile.mkdtemp(prefix="dgxs-ssh-", dir=base if len(base) <= _MAX_CONTROL_BASE else "/tmp")
@@ -53,23 +54,24 @@ class Connections:
         """The HostTarget of an inventory host."""
         return self.hosts[spec.name]
 
-    def open_all(self) -> None:
-        """Open every host's SSH master at once (16 hosts cost one connect time, not sixteen), then gather every
-        probe command on every host at once (gather.py); once per run."""
+    def open_all(self, wanted: Collection[str] | None = None) -> None:
+        """Open every host's SSH master at once (16 hosts cost one connect time, not sixteen) and gather the commands
+        of the `wanted` probes (all when None) on each host as soon as its master is open (gather.py); once per run."""
         if self._opened:
             return
         self._opened = True
-        from pytest_dgxspark.gather import gather_all
+        self.probes_gathered = probes.chosen_names(wanted)
+        from pytest_dgxspark.gather import gather_host
 
-        def open_one(target: HostTarget) -> None:
+        def open_one(target: HostTarget) -> Any:
             try:
                 target.connect()
             except TargetError:
-                pass  # marked unreachable: each check of this host reports it as an error
+                return None  # marked unreachable: each check of this host reports it as an error
+            return gather_host(target, self.probe_settings, wanted)
 
         with ThreadPoolExecutor(max_workers=min(32, max(1, len(self.hosts)))) as pool:
-            list(pool.map(open_one, self.hosts.values()))
-        self.gathered = gather_all(self.hosts.values(), self.probe_settings)
+            self.gathered = [g for g in pool.map(open_one, self.hosts.values()) if g is not None]
 
     @property
     def cluster(self) -> Cluster:

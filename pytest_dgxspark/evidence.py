@@ -45,7 +45,11 @@ class Evidence:
 
     def command(self, target: Any, cmd: str, timeout: int | None = None) -> Any:
         """Run cmd on a host target, record command, exit status and output; return the CommandResult."""
-        result = target.run(cmd, timeout=timeout)
+        return self.answer(target, cmd, target.run(cmd, timeout=timeout))
+
+    def answer(self, target: Any, cmd: str, result: Any) -> Any:
+        """Record a probe's answer to cmd on a host target as `command` does (command, exit status, output); return
+        the CommandResult."""
         self.record(
             f"{target.name}: {cmd}",
             {

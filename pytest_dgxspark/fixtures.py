@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from pytest_dgxspark import identity, plan
+from pytest_dgxspark import identity, plan, probes
 from pytest_dgxspark.connections import Cluster, Connections, HostTarget, connections_key
+from pytest_dgxspark.probes import containerd, network, nvidia_driver, nvml, rke2
 from pytest_dgxspark.evidence import Evidence, for_item
 from pytest_dgxspark.plan import DEFAULT_CUDA_TIMEOUT_S, DEFAULT_SMI_TIMEOUT_S
 
@@ -87,6 +88,11 @@ def connections(request: pytest.FixtureRequest, targets: Any) -> Iterator[Connec
         conns.close()
 
 
+def probes_read(session: pytest.Session) -> frozenset[str]:
+    """The probes the selected tests read (their probe fixtures); gathering runs only these (and `system`)."""
+    return probes.read_by(getattr(item, "fixturenames", ()) for item in session.items)
+
+
 @pytest.fixture
 def host_spec(request: pytest.FixtureRequest, targets: Any) -> Any:
     """One inventory host (parametrized per host), not connected: for checks that read only what the API says of it,
@@ -97,7 +103,7 @@ def host_spec(request: pytest.FixtureRequest, targets: Any) -> Any:
 @pytest.fixture
 def host_target(request: pytest.FixtureRequest, host_spec: Any, connections: Connections) -> HostTarget:
     """One inventory host (parametrized per host), connected; an unreachable host is an error, not a hang."""
-    connections.open_all()
+    connections.open_all(probes_read(request.session))
     target = connections.host(host_spec).connect()
     identity.observe_host(request.config, target)
     return target
@@ -106,7 +112,7 @@ def host_target(request: pytest.FixtureRequest, host_spec: Any, connections: Con
 @pytest.fixture(scope="session")
 def hosts(request: pytest.FixtureRequest, connections: Connections, targets: Any) -> list[HostTarget]:
     """Every inventory host, connected (one SSH master connection per host per run)."""
-    connections.open_all()
+    connections.open_all(probes_read(request.session))
     connected = [connections.host(spec).connect() for spec in targets.hosts]
     for target in connected:
         identity.observe_host(request.config, target)
@@ -116,11 +122,44 @@ def hosts(request: pytest.FixtureRequest, connections: Connections, targets: Any
 @pytest.fixture(scope="session")
 def gpu_hosts(request: pytest.FixtureRequest, connections: Connections, targets: Any) -> list[HostTarget]:
     """The inventory hosts marked dgxspark_gpu, connected."""
-    connections.open_all()
+    connections.open_all(probes_read(request.session))
     connected = [connections.host(spec).connect() for spec in targets.hosts if spec.gpu]
     for target in connected:
         identity.observe_host(request.config, target)
     return connected
+
+
+# The probes' fixtures: what a check reads of its host_target, and how a test declares the probes it reads.
+
+
+@pytest.fixture
+def nvidia_driver_probe(host_target: HostTarget, connections: Connections) -> nvidia_driver.Driver:
+    """The NVIDIA driver of the current host (probes/nvidia_driver.py): module, version file, nvidia-smi, kernel log."""
+    return nvidia_driver.read(host_target, connections.probe_settings)
+
+
+@pytest.fixture
+def nvml_probe(host_target: HostTarget, connections: Connections) -> nvml.Nvml:
+    """NVML on the current host (probes/nvml.py): where libnvidia-ml.so.1 resolves, what nvmlInit_v2 answers."""
+    return nvml.read(host_target, connections.probe_settings)
+
+
+@pytest.fixture
+def rke2_probe(host_target: HostTarget, connections: Connections) -> rke2.Rke2Host:
+    """RKE2 on the current host (probes/rke2.py): config files, units, Pod Security, the apiserver's command line."""
+    return rke2.read(host_target, connections.probe_settings)
+
+
+@pytest.fixture
+def containerd_probe(host_target: HostTarget, connections: Connections) -> containerd.Runtime:
+    """The container runtime of the current host (probes/containerd.py): kubelet wiring, containerd, CRI, Docker."""
+    return containerd.read(host_target, connections.probe_settings)
+
+
+@pytest.fixture
+def network_probe(host_target: HostTarget, connections: Connections) -> network.Network:
+    """The network of the current host (probes/network.py): addresses, netplan, NetworkManager."""
+    return network.read(host_target, connections.probe_settings)
 
 
 @pytest.fixture(scope="session")

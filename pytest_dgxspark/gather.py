@@ -17,7 +17,7 @@ import json
 import logging
 import shlex
 import time
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -146,13 +146,14 @@ def _round(target: Any, commands: list[Command], gathered: Gathered) -> dict[str
     return {text: result for text, (result, _) in answers.items()}
 
 
-def gather_host(target: Any, settings: probes.Settings) -> Gathered:
-    """Run every probe command of one connected host (two rounds: the second names files the first found)."""
+def gather_host(target: Any, settings: probes.Settings, wanted: Collection[str] | None = None) -> Gathered:
+    """Run the commands of the `wanted` probes (all when None) on one connected host (two rounds: the second names
+    files the first found)."""
     gathered = Gathered(target.name)
     started = time.monotonic()
     try:
-        first = _round(target, list(probes.commands_for(target.spec, settings)), gathered)
-        _round(target, list(probes.followups_for(target.spec, settings, first)), gathered)
+        first = _round(target, list(probes.commands_for(target.spec, settings, wanted)), gathered)
+        _round(target, list(probes.followups_for(target.spec, settings, first, wanted)), gathered)
     except TargetError as error:  # unreachable: each check of the host is an error attributed to it
         gathered.problem = str(error)
     except (ValueError, TypeError, KeyError) as error:
@@ -164,10 +165,10 @@ def gather_host(target: Any, settings: probes.Settings) -> Gathered:
     return gathered
 
 
-def gather_all(targets: Iterable[Any], settings: probes.Settings) -> list[Gathered]:
+def gather_all(targets: Iterable[Any], settings: probes.Settings, wanted: Collection[str] | None = None) -> list[Gathered]:
     """Gather on every connected host at once (one thread per host, over each host's own SSH master)."""
     connected = [t for t in targets if getattr(t, "connected", False)]
     if not connected:
         return []
     with ThreadPoolExecutor(max_workers=min(HOSTS_AT_ONCE, len(connected))) as pool:
-        return list(pool.map(lambda t: gather_host(t, settings), connected))
+        return list(pool.map(lambda t: gather_host(t, settings, wanted), connected))

@@ -64,3 +64,12 @@ def test_the_scenario_puts_latency_on_every_host_and_on_the_api(tmp_path: Path) 
     assert doc["extends"] == "healthy" and doc["cluster"] == {"faults": {"latency_ms": 20}}
     assert {name: node["host"]["faults"] for name, node in doc["nodes"].items()} == {
         "gpu-02": {"latency_ms": 20}, "gpu-03": {"latency_ms": 20}, "gpu-01": {"latency_ms": 20}}
+
+
+def test_the_table_shows_the_suites_cpu_apart_from_the_simulations() -> None:
+    one, many = run(1, 4.0), run(16, 5.0)
+    one.update(suite_cpu_s=2.5, testbed_cpu_s=0.6)
+    many.update(suite_cpu_s=4.25, testbed_cpu_s=6.0)
+    header, first, sixteen = bench.table([one, many])[:3]
+    assert header.split()[-6:] == ["suite", "CPU", "s", "testbed", "CPU", "s"]
+    assert first.split()[-2:] == ["2.5", "0.6"] and sixteen.split()[-2:] == ["4.2", "6.0"]

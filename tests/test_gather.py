@@ -145,3 +145,12 @@ def test_a_command_that_ignores_term_is_killed_after_the_grace_and_exits_137() -
     result = target.run(f"python3 -I -S -c {shlex.quote(program)} {shlex.quote(jobs)}", timeout=20)
     answers = json.loads(result.stdout.split(gather.MARK, 1)[1])
     assert [a[0] for a in answers] == [137, 0] and time.monotonic() - started < 5
+
+
+def test_a_host_gathers_only_the_commands_of_the_wanted_probes() -> None:
+    target = local_target()
+    gathered = gather.gather_host(target, Settings(), {"network"})
+    wanted = probes.commands_for(target.spec, Settings(), {"network"})
+    assert gathered.problem is None and gathered.ssh_commands in (1, 2)
+    assert set(gathered.answers) >= {c.text for c in wanted}
+    assert not [t for t in gathered.answers if "nvidia" in t or "rke2" in t]

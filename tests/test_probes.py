@@ -96,3 +96,52 @@ def test_the_kubelet_probe_reads_the_endpoint_from_its_config_file() -> None:
 def test_no_kubelet_process_is_not_running_with_the_default_endpoint() -> None:
     info = containerd.read_kubelet(_Cached({containerd.KUBELET_CMDLINE: answer(rc=1)}))
     assert (info.running, info.endpoint, info.effective_endpoint) == (False, None, "unix:///run/containerd/containerd.sock")
+
+
+def test_a_selection_gathers_only_the_probes_it_reads_and_always_the_system_probe() -> None:
+    spec = HostSpec("gpu-01", "10.0.0.21", role="server", gpu=True)
+    found = texts(probes.commands_for(spec, Settings(), {"nvml"}))
+    assert found == texts(system.commands(spec, Settings())) + texts(nvml.commands(spec, Settings()))
+    assert probes.chosen_names({"nvml"}) == ("system", "nvml") and probes.chosen_names(None) == probes.names()
+    first = {network.IP_ADDR: answer(json.dumps([{"ifname": "e", "addr_info": [{"local": "10.0.0.21"}]}]))}
+    assert probes.followups_for(spec, Settings(), first, {"nvml"}) == ()  # network's nmcli follow-up is not wanted
+
+
+def test_an_unknown_probe_name_is_refused_naming_the_probes() -> None:
+    import pytest
+
+    with pytest.raises(KeyError, match="unknown probe\\(s\\) gpu; the probes are system, nvidia_driver, nvml, rke2, "
+                                       "containerd, network"):
+        probes.commands_for(HostSpec("gpu-01", "10.0.0.21"), Settings(), {"gpu"})
+
+
+def test_the_probes_a_selection_reads_are_its_tests_probe_fixtures() -> None:
+    closures = [("host_target", "nvml_probe", "evidence"), ("kubelet", "containerd_probe"), ("cluster", "site")]
+    assert probes.read_by(closures) == {"nvml", "containerd"}
+    assert probes.read_by([("cluster",)]) == frozenset()
+
+
+COLLECT = """
+import json, sys, pytest
+from pytest_dgxspark.fixtures import probes_read
+class Recorder:
+    def pytest_collection_finish(self, session):
+        print("PROBES", json.dumps(sorted(probes_read(session))))
+for args in json.loads(sys.argv[1]):
+    pytest.main(["suites", "--site", "sites/tirosh-home", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
+                plugins=[Recorder()])
+"""
+
+
+def test_the_gpu_chain_reads_the_driver_nvml_and_runtime_probes_and_the_whole_suite_reads_every_probe() -> None:
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    selections = [["-m", "gpu"], [], ["-k", "static_ip"]]
+    out = subprocess.run([sys.executable, "-c", COLLECT, json.dumps(selections)], cwd=REPO, capture_output=True, text=True,
+                         timeout=120)
+    read = [json.loads(ln.split(" ", 1)[1]) for ln in out.stdout.splitlines() if ln.startswith("PROBES ")]
+    assert read == [["containerd", "nvidia_driver", "nvml"], ["containerd", "network", "nvidia_driver", "nvml", "rke2"],
+                    ["network"]], out.stdout[-2000:] + out.stderr[-2000:]

@@ -1,12 +1,17 @@
-"""Host probes: each module names the commands one host fact needs and parses their output into frozen values.
+"""Host probes: each module names the commands one host fact needs and parses their output into values.
 
-The gathering step (`pytest_dgxspark.gather`) runs every probe's commands once per host, all hosts at once, before the
-first host check; the checks then read those answers (`HostTarget.run`/`cached` serve them) and judge them per test.
+Each probe module declares its `NAME`, the `commands(spec, settings)` it needs (and `followups` whose text depends on
+first answers), and a `Reading` of one host: the raw answers (for `completed()` and the evidence) and the values
+parsed from them. Checks take the probe's fixture (`driver_probe`, `nvml_probe`, ... in fixtures.py), which is how a
+test declares the probes it reads: the gathering step (`pytest_dgxspark.gather`) runs the commands of exactly the
+probes the selected tests read (plus `system`, which identity and provenance read), once per host, all hosts at once,
+before the first host check. A command that was not gathered runs when a check first reads it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import shlex
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,11 +33,53 @@ class Settings:
     smi_timeout_s: int = 30
 
 
+# The probe every run gathers: identity (is this a testbed?) and provenance read it, whatever was selected.
+ALWAYS = "system"
+
+
+def quoted(template: str, *values: str) -> str:
+    """A command naming host values (a path, an interface): each value shell-quoted into `template`'s `{}`."""
+    return template.format(*(shlex.quote(str(v)) for v in values))
+
+
+def split_cmdline(proc_cmdline: str) -> str:
+    """/proc/<pid>/cmdline (NUL separated) as one space-separated line."""
+    return " ".join(part for part in (proc_cmdline or "").replace("\x00", " ").split())
+
+
+class Reading:
+    """One host's answers to one probe's commands: the gathered answer, else the command runs when first read (once
+    per run, `HostTarget.cached`), under the limit the probe gave it."""
+
+    def __init__(self, target: Any, settings: Settings) -> None:
+        self.target = target
+        self.settings = settings
+
+    def answer(self, text: str, timeout_s: int = COMMAND_TIMEOUT_S) -> Any:
+        """The CommandResult of one command on this host."""
+        return self.target.cached(text, timeout=timeout_s)
+
+
 def modules() -> tuple[Any, ...]:
     """The probe modules, in the order their commands are gathered."""
     from pytest_dgxspark.probes import containerd, network, nvidia_driver, nvml, rke2, system
 
     return (system, nvidia_driver, nvml, rke2, containerd, network)
+
+
+def names() -> tuple[str, ...]:
+    """Every probe's NAME."""
+    return tuple(m.NAME for m in modules())
+
+
+def _chosen(wanted: Collection[str] | None) -> tuple[Any, ...]:
+    """The probe modules to gather: `wanted` by NAME (plus ALWAYS), or all of them when None."""
+    if wanted is None:
+        return modules()
+    unknown = sorted(set(wanted) - set(names()))
+    if unknown:
+        raise KeyError(f"unknown probe(s) {', '.join(unknown)}; the probes are {', '.join(names())}")
+    return tuple(m for m in modules() if m.NAME in wanted or m.NAME == ALWAYS)
 
 
 def _unique(commands: list[Command]) -> tuple[Command, ...]:
@@ -42,19 +89,31 @@ def _unique(commands: list[Command]) -> tuple[Command, ...]:
     return tuple(seen.values())
 
 
-def commands_for(spec: Any, settings: Settings) -> tuple[Command, ...]:
-    """Every command the probes need on one host (first round), each once."""
+def chosen_names(wanted: Collection[str] | None) -> tuple[str, ...]:
+    """The NAMEs of the probes gathered for `wanted` (all when None), in gathering order."""
+    return tuple(m.NAME for m in _chosen(wanted))
+
+
+def commands_for(spec: Any, settings: Settings, wanted: Collection[str] | None = None) -> tuple[Command, ...]:
+    """Every command the `wanted` probes (all when None) need on one host (first round), each once."""
     found: list[Command] = []
-    for module in modules():
+    for module in _chosen(wanted):
         found.extend(module.commands(spec, settings))
     return _unique(found)
 
 
-def followups_for(spec: Any, settings: Settings, answers: Mapping[str, Any]) -> tuple[Command, ...]:
+def followups_for(spec: Any, settings: Settings, answers: Mapping[str, Any],
+                  wanted: Collection[str] | None = None) -> tuple[Command, ...]:
     """Commands whose text depends on first-round answers (a config file named on a command line), each once."""
     found: list[Command] = []
-    for module in modules():
+    for module in _chosen(wanted):
         follow = getattr(module, "followups", None)
         if follow is not None:
             found.extend(c for c in follow(spec, settings, answers) if c.text not in answers)
     return _unique(found)
+
+
+def read_by(fixturenames: Iterable[Iterable[str]]) -> frozenset[str]:
+    """The probes a selection of tests reads: the probe fixtures (`<NAME>_probe`, fixtures.py) among their fixtures."""
+    by_fixture = {f"{name}_probe": name for name in names()}
+    return frozenset(by_fixture[f] for closure in fixturenames for f in closure if f in by_fixture)

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import yaml
 
-from pytest_dgxspark.probes import Command, Settings
+from pytest_dgxspark.probes import Command, Reading, Settings, quoted, split_cmdline
 from pytest_dgxspark.values import dig, version_tuple
 
 KUBELET_CMDLINE = "pid=$(pgrep -o -x kubelet) && cat /proc/$pid/cmdline"
@@ -19,6 +19,7 @@ RKE2_SOCKET_PATH = "/run/k3s/containerd/containerd.sock"
 RKE2_SOCKET = f"test -S {RKE2_SOCKET_PATH}"
 CRICTL = f"/var/lib/rancher/rke2/bin/crictl --runtime-endpoint unix://{RKE2_SOCKET_PATH} version"
 CRICTL_TIMEOUT_S = 30
+NAME = "containerd"
 RKE2_CONTAINERD_CONFIG_FILE = "/var/lib/rancher/rke2/agent/etc/containerd/config.toml"
 RKE2_CONTAINERD_CONFIG = f"cat {RKE2_CONTAINERD_CONFIG_FILE}"
 NRI_SOCKET_PATH = "/var/run/nri/nri.sock"  # containerd 2.x serves it when NRI is enabled (the default)
@@ -33,12 +34,12 @@ SYSTEM_CONTAINERD = "ls -l /usr/bin/containerd /usr/local/bin/containerd /run/co
 
 def cat(path: str) -> str:
     """The command that reads one file the kubelet names."""
-    return f"cat {shlex.quote(path)}"
+    return quoted("cat {}", path)
 
 
 def kubelet_dropins(config_dir: str) -> str:
     """The command that lists a kubelet --config-dir's drop-ins in the kubelet's (lexical) order."""
-    return f"ls -1 {shlex.quote(config_dir)}/*.conf 2>/dev/null | LC_ALL=C sort; true"
+    return quoted("ls -1 {}/*.conf 2>/dev/null | LC_ALL=C sort; true", config_dir)
 
 
 def kubelet_flag(cmdline: str, name: str) -> str | None:
@@ -107,11 +108,6 @@ def kubelet_runtime_endpoint(config_texts: Iterable[str], cmdline: str = "") -> 
         if isinstance(data, dict) and data.get("containerRuntimeEndpoint"):
             endpoint = str(data["containerRuntimeEndpoint"])
     return endpoint
-
-
-def split_cmdline(proc_cmdline: str) -> str:
-    """/proc/<pid>/cmdline (NUL separated) as one space-separated line."""
-    return " ".join(part for part in (proc_cmdline or "").replace("\x00", " ").split())
 
 
 _CRI_PLUGINS = ("io.containerd.cri.v1.runtime", "io.containerd.grpc.v1.cri")  # config version 3, version 2
@@ -194,3 +190,58 @@ def read_kubelet(target: Any) -> KubeletInfo:
     dropins = [line.strip() for line in listing.stdout.splitlines() if line.strip()]
     texts += [target.cached(cat(path)).stdout for path in dropins]
     return KubeletInfo(proc.rc == 0 and bool(cmdline), cmdline, tuple(files + dropins), kubelet_runtime_endpoint(texts, cmdline))
+
+
+class Runtime(Reading):
+    """The container runtime of one host: the kubelet's wiring, RKE2's containerd and CRI, Docker beside them."""
+
+    @cached_property
+    def kubelet(self) -> KubeletInfo:
+        """The running kubelet, read from its process and the config files it names (effective, not rendered)."""
+        return read_kubelet(self.target)
+
+    @property
+    def rke2_socket(self) -> Any:
+        return self.answer(RKE2_SOCKET)
+
+    @property
+    def crictl(self) -> Any:
+        return self.answer(CRICTL, CRICTL_TIMEOUT_S)
+
+    @property
+    def containerd_config(self) -> Any:
+        return self.answer(RKE2_CONTAINERD_CONFIG)
+
+    @cached_property
+    def cri(self) -> ContainerdCri | None:
+        """RKE2's generated config.toml as CRI settings; None when it is not TOML."""
+        return parse_containerd_config(self.containerd_config.stdout)
+
+    @property
+    def nri_socket(self) -> Any:
+        return self.answer(NRI_SOCKET)
+
+    @property
+    def cdi_specs(self) -> Any:
+        return self.answer(CDI_SPECS)
+
+    @property
+    def docker_daemon_json(self) -> Any:
+        return self.answer(DOCKER_DAEMON_JSON)
+
+    @property
+    def cri_dockerd(self) -> Any:
+        return self.answer(CRI_DOCKERD)
+
+    @property
+    def docker(self) -> Any:
+        return self.answer(DOCKER)
+
+    @property
+    def system_containerd(self) -> Any:
+        return self.answer(SYSTEM_CONTAINERD)
+
+
+def read(target: Any, settings: Settings) -> Runtime:
+    """The container runtime probe of one host."""
+    return Runtime(target, settings)

@@ -3,26 +3,29 @@
 from __future__ import annotations
 
 import json
-import shlex
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
-from pytest_dgxspark.probes import Command, Settings
+import yaml
+
+from pytest_dgxspark.probes import Command, Reading, Settings, quoted
 from pytest_dgxspark.values import as_bool
 
+NAME = "network"
 IP_ADDR = "ip -j addr show"
 NETPLAN = "for f in /etc/netplan/*.yaml /etc/netplan/*.yml; do [ -f \"$f\" ] && { echo '---'; cat \"$f\"; }; done; true"
 
 
 def nmcli_device(iface: str) -> str:
     """The NetworkManager connection of an interface (nothing when nmcli is absent or the device unmanaged)."""
-    return f"command -v nmcli >/dev/null && nmcli -t -g GENERAL.CONNECTION device show {shlex.quote(iface)}"
+    return quoted("command -v nmcli >/dev/null && nmcli -t -g GENERAL.CONNECTION device show {}", iface)
 
 
 def nmcli_method(connection: str) -> str:
     """A NetworkManager connection's IPv4 method (manual, auto = DHCP)."""
-    return f"nmcli -t -g ipv4.method connection show {shlex.quote(connection)}"
+    return quoted("nmcli -t -g ipv4.method connection show {}", connection)
 
 
 def commands(spec: Any, settings: Settings) -> tuple[Command, ...]:
@@ -94,3 +97,38 @@ def addresses_of(host: str) -> set[str]:
         return {info[4][0] for info in socket.getaddrinfo(host, None)} or {host}
     except OSError:
         return {host}
+
+
+class Network(Reading):
+    """The network of one host: its addresses, netplan's definitions and NetworkManager's view of an interface."""
+
+    @property
+    def ip_addr(self) -> Any:
+        return self.answer(IP_ADDR)
+
+    @cached_property
+    def addresses(self) -> tuple[HostAddress, ...]:
+        """The addresses of `ip -j addr`; ValueError (or TypeError) when it is not ip's JSON."""
+        return tuple(parse_ip_addr_json(self.ip_addr.stdout))
+
+    @property
+    def netplan(self) -> Any:
+        return self.answer(NETPLAN)
+
+    @cached_property
+    def netplan_documents(self) -> tuple[dict[str, Any], ...]:
+        """The netplan YAML documents (mappings only); yaml.YAMLError when a file is not YAML."""
+        return tuple(d for d in yaml.safe_load_all(self.netplan.stdout or "") if isinstance(d, dict))
+
+    def nm_connection(self, iface: str) -> Any:
+        """NetworkManager's connection of an interface (nothing when nmcli is absent or the device unmanaged)."""
+        return self.answer(nmcli_device(iface))
+
+    def nm_method(self, connection: str) -> Any:
+        """A NetworkManager connection's IPv4 method."""
+        return self.answer(nmcli_method(connection))
+
+
+def read(target: Any, settings: Settings) -> Network:
+    """The network probe of one host."""
+    return Network(target, settings)

@@ -6,9 +6,12 @@ import csv
 import io
 import re
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
-from pytest_dgxspark.probes import Command, Settings
+from pytest_dgxspark.probes import Command, Reading, Settings
+
+NAME = "nvidia_driver"
 
 DRIVER_VERSION_FILE = "cat /proc/driver/nvidia/version"
 LSMOD = "lsmod"  # reads /proc/modules; the RKE2 docs' own host check (`lsmod | grep nvidia`)
@@ -74,16 +77,6 @@ def module_loaded(proc_modules: str, name: str = "nvidia") -> bool:
     return False
 
 
-def ldconfig_has(ldconfig_p: str, soname: str = "libnvidia-ml.so.1") -> list[str]:
-    """Paths `ldconfig -p` resolves for a soname (empty when it resolves none)."""
-    paths = []
-    for line in (ldconfig_p or "").splitlines():
-        line = line.strip()
-        if line.startswith(soname + " ") and "=>" in line:
-            paths.append(line.split("=>", 1)[1].strip())
-    return paths
-
-
 _NOT_AVAILABLE = {"[n/a]", "n/a", "[not supported]", "not supported", "[unknown error]", ""}
 
 
@@ -138,3 +131,100 @@ def parse_nvidia_smi_list(text: str) -> list[SmiGpu]:
             last = gpus[-1]
             gpus[-1] = SmiGpu(last.index, last.name, last.uuid, last.mig_devices + (mig.group(1),))
     return gpus
+
+
+class Driver(Reading):
+    """The NVIDIA driver of one host: each command's answer and what it says, parsed once."""
+
+    @property
+    def lsmod(self) -> Any:
+        return self.answer(LSMOD)
+
+    @cached_property
+    def loaded_modules(self) -> frozenset[str]:
+        """The NVIDIA kernel modules lsmod lists (by exact name)."""
+        return frozenset(m for m in ("nvidia", "nvidia_uvm", "nvidia_modeset", "nvidia_drm")
+                         if module_loaded(self.lsmod.stdout, m))
+
+    @property
+    def version_file(self) -> Any:
+        return self.answer(DRIVER_VERSION_FILE)
+
+    @cached_property
+    def version(self) -> DriverVersion | None:
+        """/proc/driver/nvidia/version parsed; None when it is not an NVRM version line."""
+        return parse_proc_driver_version(self.version_file.stdout)
+
+    @property
+    def gpu_models(self) -> Any:
+        return self.answer(GPU_MODELS)
+
+    @property
+    def kernel_log(self) -> Any:
+        return self.answer(KERNEL_LOG_NVRM)
+
+    @cached_property
+    def rm_init_failures(self) -> tuple[str, ...]:
+        """NVRM lines of the kernel log saying the driver could not initialise the GPU (RmInitAdapter failed), from
+        NVRM on (dmesg's [seconds] and journalctl's date/host prefixes vary)."""
+        return tuple(line[line.index("NVRM"):].strip() for line in self.kernel_log.stdout.splitlines()
+                     if "RmInitAdapter failed" in line)
+
+    @property
+    def smi_query(self) -> Any:
+        return self.answer(SMI_QUERY, self.settings.smi_timeout_s)
+
+    @cached_property
+    def smi_rows(self) -> tuple[dict[str, str | None], ...]:
+        """The GPUs of `nvidia-smi --query-gpu=... --format=csv`."""
+        return tuple(parse_nvidia_smi_csv(self.smi_query.stdout))
+
+    @property
+    def smi_header(self) -> Any:
+        return self.answer(SMI_HEADER, self.settings.smi_timeout_s)
+
+    @property
+    def smi_list(self) -> Any:
+        return self.answer(SMI_LIST, SMI_LIST_TIMEOUT_S)
+
+    @cached_property
+    def smi_gpus(self) -> tuple[SmiGpu, ...]:
+        """The GPUs of `nvidia-smi -L` (none when it did not exit 0)."""
+        return tuple(parse_nvidia_smi_list(self.smi_list.stdout)) if self.smi_list.rc == 0 else ()
+
+    @property
+    def proc_gpus(self) -> Any:
+        return self.answer(PROC_GPUS)
+
+    @cached_property
+    def proc_gpu_ids(self) -> tuple[str, ...]:
+        """The GPUs the kernel driver lists under /proc/driver/nvidia/gpus."""
+        return tuple(line.strip() for line in self.proc_gpus.stdout.splitlines() if line.strip())
+
+    @property
+    def host_driver(self) -> Any:
+        return self.answer(HOST_DRIVER_PROBE)
+
+    @cached_property
+    def host_module_file(self) -> str | None:
+        """The nvidia module file modinfo names under /lib/modules (a driver installed on the host)."""
+        return next((ln for ln in self._host_driver_lines if ln.startswith(("/lib/modules/", "/usr/lib/modules/"))), None)
+
+    @cached_property
+    def host_smi(self) -> str | None:
+        """The host's own nvidia-smi (not the driver container's under /run/nvidia)."""
+        return next((ln for ln in self._host_driver_lines if ln.endswith("/nvidia-smi") and not ln.startswith("/run/nvidia")),
+                    None)
+
+    @cached_property
+    def _host_driver_lines(self) -> tuple[str, ...]:
+        return tuple(line.strip() for line in self.host_driver.stdout.splitlines() if line.strip())
+
+    @property
+    def driver_ready(self) -> Any:
+        return self.answer(DRIVER_READY)
+
+
+def read(target: Any, settings: Settings) -> Driver:
+    """The NVIDIA driver probe of one host."""
+    return Driver(target, settings)

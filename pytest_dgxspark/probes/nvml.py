@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import shlex
+from functools import cached_property
 from typing import Any
 
-from pytest_dgxspark.probes import Command, Settings
+from pytest_dgxspark.probes import Command, Reading, Settings
+
+NAME = "nvml"
 
 LDCONFIG = "/sbin/ldconfig -p 2>/dev/null || ldconfig -p"
 NVML_TIMEOUT_S = 30
@@ -76,3 +79,30 @@ def nvml_probe_result(text: str) -> dict[str, Any]:
             except json.JSONDecodeError:
                 continue
     raise ValueError(f"NVML probe printed no JSON result: {text[-300:]!r}")
+
+
+class Nvml(Reading):
+    """NVML on one host: the linker cache's answer and the NVML probe's, with what they say."""
+
+    @property
+    def ldconfig(self) -> Any:
+        return self.answer(LDCONFIG)
+
+    @cached_property
+    def library_paths(self) -> tuple[str, ...]:
+        """Where `ldconfig -p` resolves libnvidia-ml.so.1 (none: it does not resolve)."""
+        return tuple(ldconfig_has(self.ldconfig.stdout))
+
+    @property
+    def probe(self) -> Any:
+        return self.answer(NVML_COMMAND, NVML_TIMEOUT_S)
+
+    @cached_property
+    def result(self) -> dict[str, Any]:
+        """The NVML probe's JSON result; ValueError when it printed none."""
+        return nvml_probe_result(self.probe.stdout)
+
+
+def read(target: Any, settings: Settings) -> Nvml:
+    """The NVML probe of one host."""
+    return Nvml(target, settings)

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import yaml
 
-from pytest_dgxspark.probes import Command, Settings
+from pytest_dgxspark.probes import Command, Reading, Settings, split_cmdline
+
+NAME = "rke2"
 
 CONFIG_FILE = "/etc/rancher/rke2/config.yaml"
 CONFIG = f"cat {CONFIG_FILE}"
@@ -79,3 +82,54 @@ def effective_config(base: Any, dropins: Any, where: str) -> Rke2Config:
     if not all(isinstance(d, dict) for d in documents):
         return Rke2Config(error=f"{where}: RKE2 config files must be YAML mappings")
     return Rke2Config(merged=merge_rke2_config(documents))
+
+
+def parse_unit_show(text: str) -> dict[str, str]:
+    """`systemctl show -p ...` as a mapping (KEY=value lines)."""
+    return dict(line.split("=", 1) for line in (text or "").splitlines() if "=" in line)
+
+
+class Rke2Host(Reading):
+    """RKE2 on one host: its config files, units, Pod Security file, registries.yaml and the apiserver command line."""
+
+    @property
+    def config_file(self) -> Any:
+        return self.answer(CONFIG)
+
+    @property
+    def dropins(self) -> Any:
+        return self.answer(DROPINS)
+
+    def effective(self) -> Rke2Config:
+        """The effective config (config.yaml then its drop-ins, as RKE2 reads them), or why it cannot be read."""
+        return effective_config(self.config_file, self.dropins, self.target.where)
+
+    def unit(self, unit: str) -> Any:
+        """`systemctl show` of an RKE2 unit (rke2-server, rke2-agent)."""
+        return self.answer(unit_show(unit))
+
+    def unit_state(self, unit: str) -> dict[str, str]:
+        """systemd's properties of that unit (LoadState not-found: it does not exist)."""
+        return parse_unit_show(self.unit(unit).stdout)
+
+    @property
+    def pod_security(self) -> Any:
+        return self.answer(POD_SECURITY)
+
+    @property
+    def registries(self) -> Any:
+        return self.answer(REGISTRIES)
+
+    @property
+    def apiserver(self) -> Any:
+        return self.answer(APISERVER_CMDLINE)
+
+    @cached_property
+    def apiserver_cmdline(self) -> str:
+        """The running kube-apiserver's command line (empty when none runs)."""
+        return split_cmdline(self.apiserver.stdout) if self.apiserver.rc == 0 else ""
+
+
+def read(target: Any, settings: Settings) -> Rke2Host:
+    """The RKE2 probe of one host."""
+    return Rke2Host(target, settings)

@@ -6,6 +6,8 @@ from typing import Any
 
 from pytest_dgxspark.probes import Command, Settings
 
+NAME = "system"
+
 OS_RELEASE = "cat /etc/os-release"
 DGX_RELEASE = "cat /etc/dgx-release 2>/dev/null || true"
 KERNEL = "uname -r"

@@ -8,21 +8,20 @@ import pytest
 
 from pytest_dgxspark import not_applicable
 from pytest_dgxspark.connections import HostTarget, timed_out
-from pytest_dgxspark.parsing import parse_nvidia_smi_list
 from pytest_dgxspark.checking import host_answers, require, unreadable
-from pytest_dgxspark.probes.nvidia_driver import SMI_LIST
-
+from pytest_dgxspark.probes.nvidia_driver import SMI_LIST_TIMEOUT_S, Driver
 
 
 @pytest.mark.rule("ADR-0002.allocatable")
-def test_node_exposes_the_hosts_gpus(host_target: HostTarget, host_node: dict[str, Any], evidence: Any) -> None:
+def test_node_exposes_the_hosts_gpus(host_target: HostTarget, host_node: dict[str, Any], nvidia_driver_probe: Driver,
+                                     evidence: Any) -> None:
     if not host_target.spec.gpu:
         not_applicable(f"{host_target.name} is not a GPU host (dgxspark_gpu: false)")
     status = host_node.get("status") or {}
     capacity = (status.get("capacity") or {}).get("nvidia.com/gpu", "0")
     allocatable = (status.get("allocatable") or {}).get("nvidia.com/gpu", "0")
-    listing = host_target.cached(SMI_LIST, timeout=30)
-    gpus = parse_nvidia_smi_list(listing.stdout) if listing.rc == 0 else []
+    listing = nvidia_driver_probe.smi_list
+    gpus = nvidia_driver_probe.smi_gpus
     replicas = (host_node["metadata"].get("labels") or {}).get("nvidia.com/gpu.replicas", "1")
     per_gpu = [len(g.mig_devices) or 1 for g in gpus]
     expected = sum(per_gpu) * (int(replicas) if replicas.isdigit() and int(replicas) > 0 else 1)
@@ -30,7 +29,8 @@ def test_node_exposes_the_hosts_gpus(host_target: HostTarget, host_node: dict[st
                                        "host GPUs": len(gpus), "replicas": replicas, "expected": expected})
     if timed_out(listing):
         host_answers(host_target, "nvidia-smi -L")
-    require(not timed_out(listing), f"{host_target.where}: nvidia-smi -L did not answer within 30 s (killed on the host)")
+    require(not timed_out(listing), (
+        f"{host_target.where}: nvidia-smi -L did not answer within {SMI_LIST_TIMEOUT_S} s (killed on the host)"))
     require(listing.rc == 0, (
         f"{host_target.where}: nvidia-smi -L exited {listing.rc}: {(listing.stderr or listing.stdout).strip()[-200:]}"
     ))

@@ -11,7 +11,8 @@ import yaml
 from pytest_dgxspark import not_applicable
 from pytest_dgxspark.parsing import image_registry
 from pytest_dgxspark.checking import completed, require, unreadable
-from pytest_dgxspark.probes.rke2 import REGISTRIES, REGISTRIES_FILE as REGISTRIES_YAML
+from pytest_dgxspark.probes import rke2
+from pytest_dgxspark.probes.rke2 import REGISTRIES_FILE as REGISTRIES_YAML
 
 
 def _mirrored_registries(text: str, mirror_host: str, where: str) -> set[str]:
@@ -51,7 +52,7 @@ def test_operator_images_come_from_the_mirror(
     for spec in targets.hosts:
         if spec.gpu:
             target = connections.host(spec).connect()
-            text = completed(target.run(REGISTRIES), target).stdout
+            text = completed(rke2.read(target, connections.probe_settings).registries, target).stdout
             per_node.append(_mirrored_registries(text, mirror_host, target.where))
     via_registries_yaml = set.intersection(*per_node) if per_node else set()
     evidence.record(f"registries sent to {mirror_host} by {REGISTRIES_YAML} on every GPU node", sorted(via_registries_yaml))

@@ -11,7 +11,7 @@ from pytest_dgxspark import not_applicable
 from pytest_dgxspark.connections import HostTarget, timed_out
 from pytest_dgxspark.parsing import dig, pod_summary
 from pytest_dgxspark.checking import completed, require, unreadable
-from pytest_dgxspark.probes.nvidia_driver import DRIVER_READY, HOST_DRIVER_PROBE
+from pytest_dgxspark.probes.nvidia_driver import HOST_DRIVER_PROBE, Driver
 
 DRIVER_LABEL = "nvidia.com/gpu.deploy.driver"
 DEPLOY_PREFIX = "nvidia.com/gpu.deploy."
@@ -44,31 +44,32 @@ class DriverSources:
         return bool(self.module_file and self.host_smi)
 
 
-def driver_sources(host_target: HostTarget, host_node: dict[str, Any], cluster: Any, site_values: dict[str, Any],
-                   operator_namespace: str, evidence: Any) -> DriverSources:
+@pytest.fixture
+def driver_source(host_target: HostTarget, nvidia_driver_probe: Driver, host_node: dict[str, Any], cluster: Any,
+                  site_values: dict[str, Any], operator_namespace: str, evidence: Any) -> DriverSources:
+    """The current GPU host's driver sources, recorded as evidence (both checks of the rule judge the same facts)."""
     if not host_target.spec.gpu:
         not_applicable(f"{host_target.name} is not a GPU host (dgxspark_gpu: false)")
-    probe = host_target.cached(HOST_DRIVER_PROBE)
+    probe = nvidia_driver_probe.host_driver
     evidence.record(f"{host_target.name}: {HOST_DRIVER_PROBE}", {"exit_status": probe.rc, "stdout": probe.stdout})
     if timed_out(probe) or probe.rc == 255:  # a probe that never completed says nothing about the driver
         unreadable(f"{host_target.where}: the driver probe did not complete (exit {probe.rc}: "
                    f"{(probe.stderr or '').strip()[-200:] or 'no output'}): which driver the host has cannot be read")
-    lines = [line.strip() for line in probe.stdout.splitlines() if line.strip()]
     labels = host_node["metadata"].get("labels") or {}
     pods = _driver_pods(cluster, operator_namespace, host_node["metadata"]["name"])
     # The operator labels a GPU node with nvidia.com/gpu.deploy.<operand> once it manages it; until then (e.g.
     # ClusterPolicy NoGPUNodes) k8s-driver-manager has not run there and cannot have set the driver label.
     found = DriverSources(
         node=host_node["metadata"]["name"],
-        module_file=next((ln for ln in lines if ln.startswith(("/lib/modules/", "/usr/lib/modules/"))), None),
-        host_smi=next((ln for ln in lines if ln.endswith("/nvidia-smi") and not ln.startswith("/run/nvidia")), None),
+        module_file=nvidia_driver_probe.host_module_file,
+        host_smi=nvidia_driver_probe.host_smi,
         driver_enabled=dig(site_values, "driver.enabled", True) is not False,
         label=labels.get(DRIVER_LABEL),
         processed=tuple(sorted(k for k in labels if k.startswith(DEPLOY_PREFIX) and k != DRIVER_LABEL)),
         driver_pods=tuple(p["metadata"]["name"] for p in pods),
         running_pods=tuple(p["metadata"]["name"] for p in pods if (p.get("status") or {}).get("phase") == "Running"),
     )
-    validation = completed(host_target.cached(DRIVER_READY), host_target)
+    validation = completed(nvidia_driver_probe.driver_ready, host_target)
     evidence.record("driver source", {
         "host_driver_preinstalled": found.preinstalled, "host_nvidia_smi": found.host_smi,
         "host_module": found.module_file, "helm driver.enabled": found.driver_enabled, DRIVER_LABEL: found.label,
@@ -80,11 +81,8 @@ def driver_sources(host_target: HostTarget, host_node: dict[str, Any], cluster: 
 
 
 @pytest.mark.rule("ADR-0002.driver-source")
-def test_exactly_one_driver_source(
-    host_target: HostTarget, host_node: dict[str, Any], cluster: Any, site_values: dict[str, Any],
-    operator_namespace: str, evidence: Any,
-) -> None:
-    found = driver_sources(host_target, host_node, cluster, site_values, operator_namespace, evidence)
+def test_exactly_one_driver_source(host_target: HostTarget, driver_source: DriverSources) -> None:
+    found = driver_source
     if found.preinstalled:
         require(not found.driver_pods, (
             f"{host_target.where}: two drivers: the host driver ({found.module_file}) and driver pod(s) "
@@ -103,11 +101,8 @@ def test_exactly_one_driver_source(
 
 
 @pytest.mark.rule("ADR-0002.driver-source")
-def test_operator_driver_label_names_the_driver_source(
-    host_target: HostTarget, host_node: dict[str, Any], cluster: Any, site_values: dict[str, Any],
-    operator_namespace: str, evidence: Any,
-) -> None:
-    found = driver_sources(host_target, host_node, cluster, site_values, operator_namespace, evidence)
+def test_operator_driver_label_names_the_driver_source(host_target: HostTarget, driver_source: DriverSources) -> None:
+    found = driver_source
     if not found.driver_enabled:
         not_applicable(f"driver.enabled=false in the site HelmChart: the GPU Operator manages no driver on {found.node}, "
                        f"so it sets no {DRIVER_LABEL} label to judge")

@@ -8,10 +8,9 @@ import pytest
 
 from pytest_dgxspark import not_applicable
 from pytest_dgxspark.connections import HostTarget, timed_out
-from pytest_dgxspark.parsing import module_loaded, parse_nvidia_smi_csv, parse_proc_driver_version
 from pytest_dgxspark.checking import completed, finding, host_answers, require, unreadable
 from pytest_dgxspark.probes.nvidia_driver import (
-    DRIVER_VERSION_FILE, GPU_MODELS, KERNEL_LOG_NVRM, LSMOD, PROC_GPUS, SMI_HEADER, SMI_QUERY,
+    DRIVER_VERSION_FILE, GPU_MODELS, KERNEL_LOG_NVRM, LSMOD, PROC_GPUS, SMI_QUERY, Driver,
 )
 
 SMI_NVML_NOT_FOUND = 12
@@ -39,14 +38,14 @@ def _needs_open_modules(host_target: HostTarget, host_models: str) -> bool:
 
 
 @pytest.mark.rule("ADR-0002.host-driver")
-def test_nvidia_kernel_module_is_loaded(host_target: HostTarget, evidence: Any) -> None:
+def test_nvidia_kernel_module_is_loaded(host_target: HostTarget, nvidia_driver_probe: Driver, evidence: Any) -> None:
     if not host_target.spec.gpu:
         not_applicable(f"{host_target.name} is not a GPU host (dgxspark_gpu: false)")
-    modules = completed(evidence.command(host_target, LSMOD), host_target)
+    modules = completed(evidence.answer(host_target, LSMOD, nvidia_driver_probe.lsmod), host_target)
     if modules.rc != 0:
         unreadable(f"{host_target.where}: lsmod exited {modules.rc} ({modules.stderr.strip()[-200:]}): the loaded "
                    "kernel modules cannot be read")
-    loaded = [m for m in ("nvidia", "nvidia_uvm", "nvidia_modeset") if module_loaded(modules.stdout, m)]
+    loaded = [m for m in ("nvidia", "nvidia_uvm", "nvidia_modeset") if m in nvidia_driver_probe.loaded_modules]
     evidence.record("nvidia modules loaded", loaded)
     require(
         "nvidia" in loaded,
@@ -55,21 +54,22 @@ def test_nvidia_kernel_module_is_loaded(host_target: HostTarget, evidence: Any) 
 
 
 @pytest.mark.rule("ADR-0002.host-driver")
-def test_driver_version_file_shows_the_right_flavour(host_target: HostTarget, evidence: Any) -> None:
+def test_driver_version_file_shows_the_right_flavour(host_target: HostTarget, nvidia_driver_probe: Driver,
+                                                    evidence: Any) -> None:
     if not host_target.spec.gpu:
         not_applicable(f"{host_target.name} is not a GPU host (dgxspark_gpu: false)")
-    result = completed(host_target.cached(DRIVER_VERSION_FILE), host_target)
+    result = completed(nvidia_driver_probe.version_file, host_target)
     evidence.record(DRIVER_VERSION_FILE, {"exit_status": result.rc, "stdout": result.stdout, "stderr": result.stderr})
     require(result.rc == 0, f"{host_target.where}: /proc/driver/nvidia/version is missing: no NVIDIA driver is loaded")
-    driver = parse_proc_driver_version(result.stdout)
+    driver = nvidia_driver_probe.version
     if driver is None:
         unreadable(f"{host_target.where}: /proc/driver/nvidia/version is not an NVRM version line: {result.stdout[:200]!r}")
     evidence.record("driver", {"version": driver.version, "flavour": driver.flavour, "arch": driver.arch})
-    models = completed(evidence.command(host_target, GPU_MODELS), host_target).stdout
+    models = completed(evidence.answer(host_target, GPU_MODELS, nvidia_driver_probe.gpu_models), host_target).stdout
     needs_open = _needs_open_modules(host_target, models)
     evidence.record("needs the open kernel modules (Blackwell/GB10)", needs_open)
     if needs_open and driver.flavour != "open":
-        seen = rm_init_failures(host_target, evidence)
+        seen = rm_init_failures(host_target, nvidia_driver_probe, evidence)
         finding((
             f"{host_target.where}: GB10 needs the OPEN kernel modules (nvidia-driver-580-open); loaded is the "
             f"{driver.flavour} module {driver.version}"
@@ -78,21 +78,21 @@ def test_driver_version_file_shows_the_right_flavour(host_target: HostTarget, ev
         ))
 
 
-def rm_init_failures(host_target: HostTarget, evidence: Any) -> list[str]:
+def rm_init_failures(host_target: HostTarget, driver: Driver, evidence: Any) -> tuple[str, ...]:
     """NVRM lines of the kernel log saying the driver could not initialise the GPU (RmInitAdapter failed)."""
-    log = completed(evidence.command(host_target, KERNEL_LOG_NVRM), host_target)
-    # from NVRM on: dmesg's [seconds] and journalctl's date/host prefixes vary
-    return [line[line.index("NVRM"):].strip() for line in log.stdout.splitlines() if "RmInitAdapter failed" in line]
+    completed(evidence.answer(host_target, KERNEL_LOG_NVRM, driver.kernel_log), host_target)
+    return driver.rm_init_failures
 
 
 @pytest.mark.rule("ADR-0002.host-driver")
-def test_nvidia_smi_answers_in_time(host_target: HostTarget, smi_timeout_s: int, evidence: Any) -> None:
+def test_nvidia_smi_answers_in_time(host_target: HostTarget, nvidia_driver_probe: Driver, smi_timeout_s: int,
+                                    evidence: Any) -> None:
     if not host_target.spec.gpu:
         not_applicable(f"{host_target.name} is not a GPU host (dgxspark_gpu: false)")
-    result = evidence.command(host_target, SMI_QUERY, timeout=smi_timeout_s)
+    result = evidence.answer(host_target, SMI_QUERY, nvidia_driver_probe.smi_query)
     if timed_out(result):
         host_answers(host_target, "nvidia-smi")
-        seen = rm_init_failures(host_target, evidence)
+        seen = rm_init_failures(host_target, nvidia_driver_probe, evidence)
         finding((
             f"{host_target.where}: nvidia-smi did not answer within {smi_timeout_s} s (killed on the host)"
             + (f"; the kernel log shows {seen[-1]!r}: the driver could not initialise the GPU" if seen
@@ -103,9 +103,8 @@ def test_nvidia_smi_answers_in_time(host_target: HostTarget, smi_timeout_s: int,
         # nvidia-smi(1): 12 = "NVML Shared Library couldn't be found or loaded": the library, not the kernel driver,
         # is missing (host-nvml judges it). The driver is judged without NVML: its GPUs under /proc/driver/nvidia.
         evidence.record("nvidia-smi exit 12 (NVML library missing; judged by ADR-0002.host-nvml)", output[-400:])
-        gpus = completed(evidence.command(host_target, PROC_GPUS), host_target)
-        found = [line.strip() for line in gpus.stdout.splitlines() if line.strip()]
-        require(found, (
+        completed(evidence.answer(host_target, PROC_GPUS, nvidia_driver_probe.proc_gpus), host_target)
+        require(nvidia_driver_probe.proc_gpu_ids, (
             f"{host_target.where}: nvidia-smi cannot load NVML (exit 12) and the kernel driver lists no GPU in "
             "/proc/driver/nvidia/gpus"
         ))
@@ -116,7 +115,7 @@ def test_nvidia_smi_answers_in_time(host_target: HostTarget, smi_timeout_s: int,
         ))
         meaning = SMI_EXIT_CODES.get(result.rc, "not a documented nvidia-smi exit status")
         require(result.rc == 0, f"{host_target.where}: nvidia-smi exited {result.rc} ({meaning}): {output[-400:]}")
-        rows = parse_nvidia_smi_csv(result.stdout)
+        rows = list(nvidia_driver_probe.smi_rows)
         evidence.record("nvidia-smi GPUs", rows)
         require(rows, f"{host_target.where}: nvidia-smi lists no GPU: {result.stdout.strip()!r}")
-        host_target.cached(SMI_HEADER, timeout=smi_timeout_s)  # CUDA version for provenance
+        nvidia_driver_probe.smi_header  # noqa: B018 - read for provenance (the CUDA version)

@@ -8,23 +8,22 @@ import pytest
 
 from pytest_dgxspark import not_applicable
 from pytest_dgxspark.connections import HostTarget, timed_out
-from pytest_dgxspark.parsing import ldconfig_has, nvml_probe_result
 from pytest_dgxspark.checking import completed, host_answers, require, unreadable
-from pytest_dgxspark.probes.nvml import LDCONFIG, NVML_COMMAND, NVML_TIMEOUT_S
+from pytest_dgxspark.probes.nvml import LDCONFIG, NVML_TIMEOUT_S, Nvml
 
 NVML_NOT_SUPPORTED = 3
 PYTHON_NOT_INSTALLED = 127
 
 
 @pytest.mark.rule("ADR-0002.host-nvml")
-def test_libnvidia_ml_resolves(host_target: HostTarget, evidence: Any) -> None:
+def test_libnvidia_ml_resolves(host_target: HostTarget, nvml_probe: Nvml, evidence: Any) -> None:
     if not host_target.spec.gpu:
         not_applicable(f"{host_target.name} is not a GPU host (dgxspark_gpu: false)")
-    result = completed(evidence.command(host_target, LDCONFIG), host_target)
+    result = completed(evidence.answer(host_target, LDCONFIG, nvml_probe.ldconfig), host_target)
     if result.rc != 0:
         unreadable(f"{host_target.where}: `ldconfig -p` exited {result.rc} ({result.stderr.strip()[-200:]}): the "
                    "linker cache that says where libnvidia-ml.so.1 is cannot be read")
-    paths = ldconfig_has(result.stdout)
+    paths = list(nvml_probe.library_paths)
     evidence.record("libnvidia-ml.so.1", paths)
     require(
         paths,
@@ -33,10 +32,10 @@ def test_libnvidia_ml_resolves(host_target: HostTarget, evidence: Any) -> None:
 
 
 @pytest.mark.rule("ADR-0002.host-nvml")
-def test_nvml_initialises_and_counts_gpus(host_target: HostTarget, evidence: Any) -> None:
+def test_nvml_initialises_and_counts_gpus(host_target: HostTarget, nvml_probe: Nvml, evidence: Any) -> None:
     if not host_target.spec.gpu:
         not_applicable(f"{host_target.name} is not a GPU host (dgxspark_gpu: false)")
-    result = host_target.cached(NVML_COMMAND, timeout=NVML_TIMEOUT_S)
+    result = nvml_probe.probe
     evidence.record("NVML probe", {"exit_status": result.rc, "stdout": result.stdout[-2000:], "stderr": result.stderr[-2000:]})
     if timed_out(result):
         host_answers(host_target, "the NVML probe")
@@ -52,7 +51,7 @@ def test_nvml_initialises_and_counts_gpus(host_target: HostTarget, evidence: Any
         f"{result.stderr.strip()[-300:]}"
     ))
     try:
-        probe = nvml_probe_result(result.stdout)
+        probe = nvml_probe.result
     except ValueError as error:
         unreadable(f"{host_target.where}: {error}")
     require(

@@ -9,15 +9,9 @@ import yaml
 
 from pytest_dgxspark.connections import HostTarget
 from pytest_dgxspark.site import HostSpec
-from pytest_dgxspark.parsing import (
-    netplan_dhcp_interfaces,
-    netplan_uses_dhcp,
-    addresses_of,
-    node_internal_ips,
-    parse_ip_addr_json,
-)
+from pytest_dgxspark.parsing import netplan_dhcp_interfaces, netplan_uses_dhcp, addresses_of, node_internal_ips
 from pytest_dgxspark.checking import completed, require, unreadable
-from pytest_dgxspark.probes.network import IP_ADDR, NETPLAN, nmcli_device, nmcli_method
+from pytest_dgxspark.probes.network import IP_ADDR, NETPLAN, Network, nmcli_method
 
 
 @pytest.mark.rule("ADR-0002.host-static-ip")
@@ -33,13 +27,13 @@ def test_node_internal_ip_is_the_inventory_address(host_spec: HostSpec, host_nod
 
 
 @pytest.mark.rule("ADR-0002.host-static-ip")
-def test_inventory_address_is_configured_statically(host_target: HostTarget, evidence: Any) -> None:
+def test_inventory_address_is_configured_statically(host_target: HostTarget, network_probe: Network, evidence: Any) -> None:
     addresses = addresses_of(host_target.spec.address)
-    ip_addr = completed(evidence.command(host_target, IP_ADDR), host_target)
+    ip_addr = completed(evidence.answer(host_target, IP_ADDR, network_probe.ip_addr), host_target)
     if ip_addr.rc != 0:
         unreadable(f"{host_target.where}: `ip -j addr show` exited {ip_addr.rc} ({ip_addr.stderr.strip()[-200:]}): the "
                    "host's addresses cannot be read")
-    matches = [a for a in parse_ip_addr_json(ip_addr.stdout) if a.address in addresses]
+    matches = [a for a in network_probe.addresses if a.address in addresses]
     require(
         matches,
         f"{host_target.where}: no interface carries the inventory address {', '.join(sorted(addresses))} (ip -j addr)",
@@ -49,9 +43,9 @@ def test_inventory_address_is_configured_statically(host_target: HostTarget, evi
     require(not matches[0].dynamic, (
         f"{host_target.where}: {address} on {iface} is a DHCP lease (`dynamic` in ip addr); configure it statically"
     ))
-    netplan = completed(evidence.command(host_target, NETPLAN), host_target)
+    completed(evidence.answer(host_target, NETPLAN, network_probe.netplan), host_target)
     try:
-        documents = [d for d in yaml.safe_load_all(netplan.stdout or "") if isinstance(d, dict)]
+        documents = network_probe.netplan_documents
     except yaml.YAMLError as error:
         unreadable(f"{host_target.where}: /etc/netplan/*.yaml is not valid YAML, so how {address} is configured cannot "
                    f"be read: {str(error).splitlines()[0]}")
@@ -63,10 +57,11 @@ def test_inventory_address_is_configured_statically(host_target: HostTarget, evi
     }
     dhcp_netplan = sorted(name for name, d in named.items() if netplan_uses_dhcp(d))
     nm_method = None
-    nmcli = completed(host_target.run(nmcli_device(iface)), host_target)
+    nmcli = completed(network_probe.nm_connection(iface), host_target)
     connection = nmcli.stdout.strip() if nmcli.rc == 0 else ""
     if connection:
-        method = completed(evidence.command(host_target, nmcli_method(connection)), host_target)
+        method = completed(evidence.answer(host_target, nmcli_method(connection), network_probe.nm_method(connection)),
+                           host_target)
         nm_method = method.stdout.strip() if method.rc == 0 else None
     evidence.record(
         "address configuration",

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from pytest_dgxspark.checking import completed
-from pytest_dgxspark.probes.rke2 import CONFIG, CONFIG_FILE, DROPINS, Rke2Config, effective_config
+from pytest_dgxspark.probes.rke2 import CONFIG_FILE, Rke2Config, Rke2Host
 
 
 @dataclass(frozen=True)
@@ -47,13 +47,13 @@ def node_metadata(host_spec: Any, site: Any, evidence: Any) -> ExpectedMetadata:
 
 
 @pytest.fixture
-def rke2_config(host_target: Any, evidence: Any) -> Rke2Config:
+def rke2_config(host_target: Any, rke2_probe: Rke2Host, evidence: Any) -> Rke2Config:
     """The effective RKE2 config of the current host, as RKE2 reads it (last value wins, key+ appends)."""
-    base = completed(host_target.cached(CONFIG), host_target)
-    dropins = completed(host_target.cached(DROPINS), host_target)
+    base = completed(rke2_probe.config_file, host_target)
+    dropins = completed(rke2_probe.dropins, host_target)
     evidence.record(CONFIG_FILE, {"exit_status": base.rc, "content": base.stdout, "stderr": base.stderr})
     evidence.record("config.yaml.d", dropins.stdout)
-    found = effective_config(base, dropins, host_target.where)
+    found = rke2_probe.effective()
     if found.error is None:
         evidence.record("effective config", found.merged)
     return found

@@ -10,8 +10,7 @@ import pytest
 
 from pytest_dgxspark.checking import completed, unreadable
 from pytest_dgxspark.connections import HostTarget
-from pytest_dgxspark.parsing import split_cmdline
-from pytest_dgxspark.probes.rke2 import APISERVER_CMDLINE, POD_SECURITY
+from pytest_dgxspark.probes.rke2 import Rke2Host
 
 HARDENING_KEYS = (
     "profile", "secrets-encryption", "selinux", "protect-kernel-defaults", "pod-security-admission-config-file",
@@ -34,17 +33,18 @@ def apiserver_flags(cmdline: str) -> dict[str, str]:
 
 
 @pytest.mark.rule("ADR-0001.hardening-baseline")
-def test_hardening_options_are_recorded(host_target: HostTarget, rke2_config: Any, evidence: Any) -> None:
+def test_hardening_options_are_recorded(host_target: HostTarget, rke2_probe: Rke2Host, rke2_config: Any,
+                                        evidence: Any) -> None:
     if rke2_config.error is not None:
         unreadable(f"{rke2_config.error}: the hardening baseline cannot be recorded")
     config = rke2_config.merged
     baseline: dict[str, Any] = {key: config.get(key) for key in HARDENING_KEYS}
     baseline["cis_profile"] = config.get("profile") or "none (RKE2 runs without a CIS profile)"
-    psa = completed(host_target.run(POD_SECURITY), host_target)
+    psa = completed(rke2_probe.pod_security, host_target)
     baseline["pod_security_config"] = psa.stdout.strip() or None
     if host_target.spec.role == "server":
-        proc = completed(host_target.cached(APISERVER_CMDLINE), host_target)
+        proc = completed(rke2_probe.apiserver, host_target)
         baseline["kube-apiserver (running) hardening flags"] = (
-            apiserver_flags(split_cmdline(proc.stdout)) if proc.rc == 0 else "no kube-apiserver process found"
+            apiserver_flags(rke2_probe.apiserver_cmdline) if proc.rc == 0 else "no kube-apiserver process found"
         )
     evidence.record("hardening baseline", baseline)

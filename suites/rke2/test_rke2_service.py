@@ -8,19 +8,19 @@ import pytest
 
 from pytest_dgxspark.checking import completed, require, unreadable
 from pytest_dgxspark.connections import HostTarget
-from pytest_dgxspark.probes.rke2 import unit_show
+from pytest_dgxspark.probes.rke2 import Rke2Host, parse_unit_show, unit_show
 
 NOT_INSTALLED = 127
 
 
-def unit_state(host_target: HostTarget, evidence: Any, unit: str) -> dict[str, str]:
+def unit_state(host_target: HostTarget, rke2_probe: Rke2Host, evidence: Any, unit: str) -> dict[str, str]:
     """systemd's own view of a unit (`systemctl show`): LoadState not-found means the unit does not exist."""
-    shown = completed(evidence.command(host_target, unit_show(unit)), host_target)
+    shown = completed(evidence.answer(host_target, unit_show(unit), rke2_probe.unit(unit)), host_target)
     require(shown.rc != NOT_INSTALLED, (
         f"{host_target.where}: systemctl is not installed (exit 127): {host_target.name} is not a systemd host, so "
         f"RKE2's {unit}.service cannot run there"
     ))
-    state = dict(line.split("=", 1) for line in shown.stdout.splitlines() if "=" in line)
+    state = parse_unit_show(shown.stdout)
     if shown.rc != 0 or "LoadState" not in state:
         unreadable(f"{host_target.where}: `systemctl show {unit}.service` exited {shown.rc} without a LoadState: "
                    f"{(shown.stderr or shown.stdout).strip()[-300:]!r}")
@@ -28,11 +28,11 @@ def unit_state(host_target: HostTarget, evidence: Any, unit: str) -> dict[str, s
 
 
 @pytest.mark.rule("ADR-0001.rke2-service")
-def test_rke2_unit_of_the_role_is_enabled_and_active(host_target: HostTarget, evidence: Any) -> None:
+def test_rke2_unit_of_the_role_is_enabled_and_active(host_target: HostTarget, rke2_probe: Rke2Host, evidence: Any) -> None:
     role = host_target.spec.role
     unit = f"rke2-{role}"
     other = "rke2-agent" if role == "server" else "rke2-server"
-    mine, theirs = unit_state(host_target, evidence, unit), unit_state(host_target, evidence, other)
+    mine, theirs = unit_state(host_target, rke2_probe, evidence, unit), unit_state(host_target, rke2_probe, evidence, other)
     evidence.record("units", {f"{unit}.service": mine, f"{other}.service": theirs})
     require(mine.get("LoadState") != "not-found", (
         f"{unit}.service does not exist on {host_target.where}: RKE2 is not installed for role {role}; "

@@ -6,13 +6,13 @@ from typing import Any
 
 import pytest
 
-from pytest_dgxspark.probes.containerd import KubeletInfo, read_kubelet
+from pytest_dgxspark.probes.containerd import KubeletInfo, Runtime
 
 
 @pytest.fixture
-def kubelet(host_target: Any, evidence: Any) -> KubeletInfo:
+def kubelet(containerd_probe: Runtime, evidence: Any) -> KubeletInfo:
     """The kubelet of the current host, read from its process and config files (effective, not rendered config)."""
-    info = read_kubelet(host_target)
+    info = containerd_probe.kubelet
     evidence.record("kubelet", {"running": info.running, "cmdline": info.cmdline, "config_files": list(info.config_files),
                                 "containerRuntimeEndpoint": info.endpoint})
     return info

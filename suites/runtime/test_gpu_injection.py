@@ -8,10 +8,10 @@ import pytest
 
 from pytest_dgxspark import not_applicable
 from pytest_dgxspark.connections import HostTarget
-from pytest_dgxspark.parsing import dig, parse_containerd_config, parse_runtime_version, pod_ready, pod_summary
+from pytest_dgxspark.parsing import dig, parse_runtime_version, pod_ready, pod_summary
 from pytest_dgxspark.checking import completed, require, unreadable
-from pytest_dgxspark.probes.containerd import CDI_SPECS, DOCKER_DAEMON_JSON, NRI_SOCKET_PATH as NRI_SOCKET
-from pytest_dgxspark.probes.containerd import NRI_SOCKET as NRI_SOCKET_TEST, RKE2_CONTAINERD_CONFIG as RKE2_CONTAINERD_CONFIG_CAT
+from pytest_dgxspark.probes.containerd import CDI_SPECS, NRI_SOCKET_PATH as NRI_SOCKET, Runtime
+from pytest_dgxspark.probes.containerd import NRI_SOCKET as NRI_SOCKET_TEST
 from pytest_dgxspark.probes.containerd import RKE2_CONTAINERD_CONFIG_FILE as RKE2_CONTAINERD_CONFIG
 from pytest_dgxspark.targets_conn.cluster import CrdNotServed
 
@@ -29,9 +29,9 @@ def _toolkit_pods(cluster: Any, namespace: str, node: str) -> list[dict[str, Any
     ]
 
 
-def _containerd_config(host_target: HostTarget, evidence: Any) -> Any:
+def _containerd_config(host_target: HostTarget, runtime: Runtime, evidence: Any) -> Any:
     """RKE2's generated containerd config.toml as CRI settings; a missing file is a finding, unparsable TOML an error."""
-    config_file = completed(host_target.cached(RKE2_CONTAINERD_CONFIG_CAT), host_target)
+    config_file = completed(runtime.containerd_config, host_target)
     evidence.record(RKE2_CONTAINERD_CONFIG, {"exit_status": config_file.rc, "content": config_file.stdout[-4000:],
                                              "stderr": config_file.stderr[-400:]})
     require(config_file.rc == 0, (
@@ -39,7 +39,7 @@ def _containerd_config(host_target: HostTarget, evidence: Any) -> Any:
         f"({config_file.stderr.strip()[-200:] or f'exit {config_file.rc}'}): RKE2 generates it at every start, so its "
         "containerd is not the one running GPU workloads; restart rke2 and look at its log"
     ))
-    cri = parse_containerd_config(config_file.stdout)
+    cri = runtime.cri
     if cri is None:
         unreadable(f"{host_target.where}: {RKE2_CONTAINERD_CONFIG} is not valid TOML, so how containerd injects GPUs "
                    f"cannot be read: {config_file.stdout[:200]!r}")
@@ -51,26 +51,26 @@ def _containerd_config(host_target: HostTarget, evidence: Any) -> Any:
 
 @pytest.mark.rule("ADR-0002.gpu-injection")
 def test_gpu_injection_goes_through_rke2_containerd(
-    host_target: HostTarget, host_node: dict[str, Any], kubelet: Any, cluster: Any, site_values: dict[str, Any],
-    evidence: Any,
+    host_target: HostTarget, host_node: dict[str, Any], containerd_probe: Runtime, kubelet: Any, cluster: Any,
+    site_values: dict[str, Any], evidence: Any,
 ) -> None:
     if not host_target.spec.gpu:
         not_applicable(f"{host_target.name} is not a GPU host (dgxspark_gpu: false)")
     node_name = host_node["metadata"]["name"]
     nri_mode = dig(site_values, "cdi.nriPluginEnabled") is True
     evidence.record("mode", "NRI plugin + CDI" if nri_mode else "legacy nvidia runtime in RKE2's containerd config")
-    daemon_json = completed(host_target.run(DOCKER_DAEMON_JSON), host_target)
+    daemon_json = completed(containerd_probe.docker_daemon_json, host_target)
     evidence.record("Docker daemon.json (never the Kubernetes path; recorded only)", daemon_json.stdout.strip() or None)
     kubelet.require_running(host_target.where)
     require(not any(s in kubelet.effective_endpoint for s in DOCKER_SOCKETS), (
         f"{host_target.where}: the kubelet reaches its runtime through Docker ({kubelet.effective_endpoint}); GPUs must "
         "be injected by RKE2's containerd, never by an nvidia runtime wired into Docker"
     ))
-    cri = _containerd_config(host_target, evidence)
+    cri = _containerd_config(host_target, containerd_probe, evidence)
     if nri_mode:
         raw = (host_node.get("status") or {}).get("nodeInfo", {}).get("containerRuntimeVersion", "")
         runtime = parse_runtime_version(raw)
-        nri_socket = completed(evidence.command(host_target, NRI_SOCKET_TEST), host_target)
+        nri_socket = completed(evidence.answer(host_target, NRI_SOCKET_TEST, containerd_probe.nri_socket), host_target)
         try:  # recorded only: the ClusterPolicy's own state is operator-running's subject
             live_nri: Any = [dig(p, "spec.cdi.nriPluginEnabled") for p in cluster.list("clusterpolicies")]
         except CrdNotServed as not_served:
@@ -111,8 +111,8 @@ def _past_init(pod: dict[str, Any]) -> bool:
 
 @pytest.mark.rule("ADR-0002.gpu-injection")
 def test_toolkit_nri_plugin_and_cdi_specs_serve_the_node(
-    host_target: HostTarget, host_node: dict[str, Any], cluster: Any, site_values: dict[str, Any],
-    operator_namespace: str, evidence: Any,
+    host_target: HostTarget, host_node: dict[str, Any], containerd_probe: Runtime, cluster: Any,
+    site_values: dict[str, Any], operator_namespace: str, evidence: Any,
 ) -> None:
     if not host_target.spec.gpu:
         not_applicable(f"{host_target.name} is not a GPU host (dgxspark_gpu: false)")
@@ -129,7 +129,7 @@ def test_toolkit_nri_plugin_and_cdi_specs_serve_the_node(
     if not started:
         not_applicable(f"the toolkit pod on node {node_name} still waits in its init containers (driver-validation): "
                        "its NRI plugin has not started; the driver's layers (host-driver, driver-source) judge the wait")
-    specs = completed(evidence.command(host_target, CDI_SPECS), host_target)
+    specs = completed(evidence.answer(host_target, CDI_SPECS, containerd_probe.cdi_specs), host_target)
     not_ready = [pod_summary(p) for p in started if not pod_ready(p)]
     require(not not_ready, (
         f"{host_target.where}: the NRI plugin runs in the toolkit DaemonSet; its pod on {node_name} is not Ready: "

@@ -9,18 +9,18 @@ import pytest
 from pytest_dgxspark.checking import completed, require, unreadable
 from pytest_dgxspark.connections import HostTarget
 from pytest_dgxspark.parsing import parse_runtime_version
-from pytest_dgxspark.probes.containerd import CRI_DOCKERD, DOCKER
+from pytest_dgxspark.probes.containerd import CRI_DOCKERD, DOCKER, Runtime
 
 DOCKER_SOCKETS = ("docker.sock", "cri-dockerd.sock", "dockershim.sock")
 
 
 @pytest.mark.rule("ADR-0001.no-docker-cri")
 def test_kubelet_is_not_wired_to_docker(
-    host_target: HostTarget, host_node: dict[str, Any], kubelet: Any, evidence: Any
+    host_target: HostTarget, host_node: dict[str, Any], containerd_probe: Runtime, kubelet: Any, evidence: Any
 ) -> None:
     raw = (host_node.get("status") or {}).get("nodeInfo", {}).get("containerRuntimeVersion", "")
-    cri_dockerd = completed(evidence.command(host_target, CRI_DOCKERD), host_target)
-    docker = completed(evidence.command(host_target, DOCKER), host_target)
+    cri_dockerd = completed(evidence.answer(host_target, CRI_DOCKERD, containerd_probe.cri_dockerd), host_target)
+    docker = completed(evidence.answer(host_target, DOCKER, containerd_probe.docker), host_target)
     evidence.record("docker on the host (recorded, not a failure)", docker.stdout.strip() or "not installed")
     if parse_runtime_version(raw) is None:
         unreadable(f"{host_target.where}: Node {host_node['metadata']['name']} containerRuntimeVersion {raw!r} is not "

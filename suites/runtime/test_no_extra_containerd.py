@@ -9,16 +9,16 @@ import pytest
 from pytest_dgxspark.connections import HostTarget
 from pytest_dgxspark.parsing import parse_runtime_version
 from pytest_dgxspark.checking import completed, require, unreadable
-from pytest_dgxspark.probes.containerd import SYSTEM_CONTAINERD
+from pytest_dgxspark.probes.containerd import SYSTEM_CONTAINERD, Runtime
 
 RKE2_SOCKET = "unix:///run/k3s/containerd/containerd.sock"
 
 
 @pytest.mark.rule("ADR-0001.no-extra-containerd")
 def test_kubelet_uses_no_system_containerd(
-    host_target: HostTarget, host_node: dict[str, Any], kubelet: Any, evidence: Any
+    host_target: HostTarget, host_node: dict[str, Any], containerd_probe: Runtime, kubelet: Any, evidence: Any
 ) -> None:
-    system = completed(evidence.command(host_target, SYSTEM_CONTAINERD), host_target)
+    system = completed(evidence.answer(host_target, SYSTEM_CONTAINERD, containerd_probe.system_containerd), host_target)
     evidence.record("system containerd on the host (recorded, not a failure)", system.stdout.strip() or "none")
     raw = (host_node.get("status") or {}).get("nodeInfo", {}).get("containerRuntimeVersion", "")
     runtime = parse_runtime_version(raw)

@@ -9,7 +9,7 @@ import pytest
 from pytest_dgxspark.connections import HostTarget, timed_out
 from pytest_dgxspark.parsing import parse_runtime_version
 from pytest_dgxspark.checking import completed, finding, host_answers, require
-from pytest_dgxspark.probes.containerd import CRICTL, RKE2_SOCKET as RKE2_SOCKET_TEST
+from pytest_dgxspark.probes.containerd import CRICTL, CRICTL_TIMEOUT_S, RKE2_SOCKET as RKE2_SOCKET_TEST, Runtime
 
 RKE2_SOCKET = "unix:///run/k3s/containerd/containerd.sock"
 
@@ -35,14 +35,15 @@ def test_kubelet_uses_the_rke2_containerd_socket(host_target: HostTarget, kubele
 
 
 @pytest.mark.rule("ADR-0001.runtime-rke2-containerd")
-def test_rke2_containerd_socket_answers(host_target: HostTarget, evidence: Any) -> None:
-    socket = completed(evidence.command(host_target, RKE2_SOCKET_TEST), host_target)
+def test_rke2_containerd_socket_answers(host_target: HostTarget, containerd_probe: Runtime, evidence: Any) -> None:
+    socket = completed(evidence.answer(host_target, RKE2_SOCKET_TEST, containerd_probe.rke2_socket), host_target)
     require(socket.rc == 0, f"{host_target.where}: /run/k3s/containerd/containerd.sock is not a socket")
-    version = evidence.command(host_target, CRICTL, timeout=30)
+    version = evidence.answer(host_target, CRICTL, containerd_probe.crictl)
     if timed_out(version):
         host_answers(host_target, "crictl version")
-        finding(f"{host_target.where}: crictl version over RKE2's socket did not answer within 30 s: RKE2's containerd "
-                "accepts connections but does not serve CRI; see journalctl -u rke2-server (containerd.log)")
+        finding(f"{host_target.where}: crictl version over RKE2's socket did not answer within {CRICTL_TIMEOUT_S} s: "
+                "RKE2's containerd accepts connections but does not serve CRI; see journalctl -u rke2-server "
+                "(containerd.log)")
     require(
         version.rc == 0,
         f"{host_target.where}: crictl version over RKE2's socket failed ({version.rc}): {version.stderr.strip()[-300:]}",
