@@ -6,7 +6,8 @@ from typing import Any
 import pytest
 
 from pytest_dgxspark import closing, hookspecs, identity, runfixtures, runorder
-from pytest_dgxspark.fold import blocking_rules, breaks, fold
+from pytest_dgxspark.attribution import breaks
+from pytest_dgxspark.fold import blocking_rules, fold
 from pytest_dgxspark.outcome import (
     BLOCKED_PREFIX, NotApplicable, blocked_by_key, blocked_reason_key, not_applicable_key, target_fault_key,
 )
@@ -157,7 +158,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if state.plan.no_block:
         return
     # a rule blocks another only when its failure makes the other's evidence unobtainable or meaningless: an SSH fault
-    # of a host blocks no check that reaches that host's Node through the API only (fold.breaks)
+    # of a host blocks no check that reaches that host's Node through the API only (attribution.breaks)
     reaches = runorder.reaches(item, state.targets.host_names, f"api:{state.targets.context}")
     blockers = tuple(b for b in blocking_rules(state.catalog, rule, state.statuses())
                      if breaks([r for r in state.records if r.rule == b], reaches))
@@ -176,13 +177,16 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     if report.skipped and excinfo is not None and isinstance(excinfo.value, NotApplicable):
         item.stash[not_applicable_key] = excinfo.value.reason
     fault = transport_fault(item, excinfo.value, state.targets.context) if report.failed and excinfo else None
-    owned = owner_of_fault(state, item, fault) if fault is not None and not state.plan.no_block else None
+    owned = owner_of_fault(state, item, fault) \
+        if fault is not None and report.when != "teardown" and not state.plan.no_block else None
     if owned is not None:
         # the fault of a target another rule already accounts for (its connectivity rule, a failed prerequisite, the
         # first error on it): BLOCKED as it happens, as results.json has it, never a second ERROR
+        from pytest_dgxspark.evidence import redact_text
+
         item.stash[blocked_by_key], item.stash[blocked_reason_key] = owned
         report.outcome = "skipped"
-        report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: {owned[1]}")
+        report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: {redact_text(owned[1])}")
     elif fault is not None:
         item.stash[target_fault_key] = fault
         # not a check's failure: the fault in the check's words and its fix, no traceback through transports

@@ -65,9 +65,9 @@ def pending_rules(state: RunState) -> set[str]:
 
 
 def owner_of_fault(state: RunState, item: pytest.Item, fault: TargetFault) -> tuple[tuple[str, ...], str] | None:
-    """(rules, blocked message) when `fault`'s target is already accounted for by another rule (fold.target_owners
+    """(rules, blocked message) when `fault`'s target is already accounted for by another rule (attribution.target_owners
     over the records so far), else None: this test's error is then the target's own report."""
-    from pytest_dgxspark.fold import blocked_message, target_owners
+    from pytest_dgxspark.attribution import blocked_message, target_owners
 
     if not fault.target:
         return None
