@@ -54,6 +54,11 @@ class Connections:
         """The HostTarget of an inventory host."""
         return self.hosts[spec.name]
 
+    @property
+    def opened(self) -> bool:
+        """Whether open_all has run (the hosts are connected and gathered, or known unreachable)."""
+        return self._opened
+
     def open_all(self, wanted: Collection[str] | None = None) -> None:
         """Open every host's SSH master at once (16 hosts cost one connect time, not sixteen) and gather the commands
         of the `wanted` probes (all when None) on each host as soon as its master is open (gather.py); once per run."""

@@ -103,7 +103,8 @@ def host_spec(request: pytest.FixtureRequest, targets: Any) -> Any:
 @pytest.fixture
 def host_target(request: pytest.FixtureRequest, host_spec: Any, connections: Connections) -> HostTarget:
     """One inventory host (parametrized per host), connected; an unreachable host is an error, not a hang."""
-    connections.open_all(probes_read(request.session))
+    if not connections.opened:  # the selection's probes, looked up once
+        connections.open_all(probes_read(request.session))
     target = connections.host(host_spec).connect()
     identity.observe_host(request.config, target)
     return target
@@ -112,7 +113,8 @@ def host_target(request: pytest.FixtureRequest, host_spec: Any, connections: Con
 @pytest.fixture(scope="session")
 def hosts(request: pytest.FixtureRequest, connections: Connections, targets: Any) -> list[HostTarget]:
     """Every inventory host, connected (one SSH master connection per host per run)."""
-    connections.open_all(probes_read(request.session))
+    if not connections.opened:  # the selection's probes, looked up once
+        connections.open_all(probes_read(request.session))
     connected = [connections.host(spec).connect() for spec in targets.hosts]
     for target in connected:
         identity.observe_host(request.config, target)
@@ -122,7 +124,8 @@ def hosts(request: pytest.FixtureRequest, connections: Connections, targets: Any
 @pytest.fixture(scope="session")
 def gpu_hosts(request: pytest.FixtureRequest, connections: Connections, targets: Any) -> list[HostTarget]:
     """The inventory hosts marked dgxspark_gpu, connected."""
-    connections.open_all(probes_read(request.session))
+    if not connections.opened:  # the selection's probes, looked up once
+        connections.open_all(probes_read(request.session))
     connected = [connections.host(spec).connect() for spec in targets.hosts if spec.gpu]
     for target in connected:
         identity.observe_host(request.config, target)
