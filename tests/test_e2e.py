@@ -133,7 +133,24 @@ def test_the_suites_give_the_scenarios_expected_statuses_and_root_causes(scenari
     assert wrong == {}, f"{name}: rule statuses differ (expected, got, messages)\n{proc.stdout[-3000:]}"
     assert sorted(doc["root_causes"]) == sorted(expect["root_causes"])
     assert doc["run"]["simulated"] is True and doc["run"]["testbed"] == name
+    # junit.xml (and the terminal, from the same report) says what results.json says of every test
+    junit = junit_statuses(tmp_path / "reports" / "latest" / "junit.xml")
+    differ = {t["nodeid"]: (junit.get(t["nodeid"]), t["outcome"]) for r in doc["rules"] for t in r["tests"]
+              if junit.get(t["nodeid"]) != t["outcome"]}
+    assert differ == {}, f"{name}: junit dgxspark_status differs from results.json (junit, results)"
     assert_torn_down(tmp_path)
+
+
+def junit_statuses(path: Path) -> dict[str, str | None]:
+    """nodeid -> the dgxspark_status property of its junit testcase."""
+    import xml.etree.ElementTree as ET
+
+    found = {}
+    for case in ET.parse(path).getroot().iter("testcase"):
+        props = {p.get("name"): p.get("value") for p in case.iter("property")}
+        path_part, _, rest = (case.get("classname") or "").rpartition(".")
+        found[f"{path_part.replace('.', '/')}/{rest}.py::{case.get('name')}"] = props.get("dgxspark_status")
+    return found
 
 
 def test_every_judged_rule_is_a_root_cause_in_some_bundled_scenario_run(scenario_runs):
