@@ -6,6 +6,8 @@ import os
 import re
 import secrets
 import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -150,6 +152,9 @@ class Written:
     problems: tuple[str, ...]
 
 
+_one_sync: list[bool] = []  # inside `one_sync()`: the files are made durable together at its end
+
+
 def write_atomic(path: Path, text: str) -> None:
     """Write text to path through a temp file in the same directory and a rename; mode 0640; no partial file."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
@@ -158,12 +163,42 @@ def write_atomic(path: Path, text: str) -> None:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()
-            os.fsync(handle.fileno())
+            if not _one_sync:
+                os.fsync(handle.fileno())
         os.chmod(tmp, FILE_MODE)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+@contextmanager
+def one_sync(directory: Path) -> Iterator[None]:
+    """The write_atomic calls inside skip their own fsync; at the end one sync of the directory's filesystem
+    (syncfs, else sync) makes them durable together: 400 evidence files cost one flush, not 400 (about 0.3 s at 16
+    nodes). They are sealed later by MANIFEST.sha256, written after this flush."""
+    _one_sync.append(True)
+    try:
+        yield
+    finally:
+        _one_sync.pop()
+        _sync_filesystem(directory)
+
+
+def _sync_filesystem(directory: Path) -> None:
+    import ctypes
+
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        os.sync()
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if getattr(libc, "syncfs", None) is None or libc.syncfs(fd) != 0:
+            os.sync()
+    finally:
+        os.close(fd)
 
 
 def make_dir(path: Path) -> None:
@@ -184,16 +219,17 @@ def write_results(info: RunInfo, results: dict[str, Any], records: list[TestReco
                                 "on disk: the verdict printed here is the only record") from None
     kept, problems = ["results.json"], []
     wanted = [(index, rec) for index, rec in enumerate(records) if rec.nodeid in evidence]
-    for index, rec in wanted:
-        name = evidence_name(index, rec.nodeid)
-        doc = {"nodeid": rec.nodeid, "rule": rec.rule, "items": evidence[rec.nodeid]}
-        try:
-            make_dir((info.dir / name).parent)
-            write_atomic(info.dir / name, json.dumps(doc, indent=2, ensure_ascii=False, default=str) + "\n")
-        except OSError as exc:
-            problems.append(f"{info.dir / name}: not written ({exc.strerror or exc})")
-            continue
-        kept.append(name)
+    with one_sync(info.dir):
+        for index, rec in wanted:
+            name = evidence_name(index, rec.nodeid)
+            doc = {"nodeid": rec.nodeid, "rule": rec.rule, "items": evidence[rec.nodeid]}
+            try:
+                make_dir((info.dir / name).parent)
+                write_atomic(info.dir / name, json.dumps(doc, indent=2, ensure_ascii=False, default=str) + "\n")
+            except OSError as exc:
+                problems.append(f"{info.dir / name}: not written ({exc.strerror or exc})")
+                continue
+            kept.append(name)
     if problems:
         problems = [f"evidence: {len(kept) - 1} of {len(wanted)} files written; kept results.json and those; "
                     f"first failure: {problems[0]}"]

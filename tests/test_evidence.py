@@ -82,3 +82,21 @@ def test_command_records_command_exit_status_and_output() -> None:
     assert store[0]["value"]["exit_status"] == 3
     assert store[0]["value"]["command"] == "cat /etc/rancher/rke2/config.yaml"
     assert "hunter2" not in store[0]["value"]["stdout"] and "ok" in store[0]["value"]["stdout"]
+
+
+def test_evidence_files_are_made_durable_by_one_filesystem_sync_not_one_fsync_each(tmp_path, monkeypatch):
+    import os
+
+    from pytest_dgxspark import results
+
+    fsyncs, syncs = [], []
+    real_fsync = os.fsync
+    monkeypatch.setattr(results.os, "fsync", lambda fd: (fsyncs.append(fd), real_fsync(fd)))
+    monkeypatch.setattr(results, "_sync_filesystem", lambda directory: syncs.append(directory))
+    with results.one_sync(tmp_path):
+        for i in range(3):
+            results.write_atomic(tmp_path / f"{i}.json", "{}\n")
+    assert (fsyncs, syncs) == ([], [tmp_path])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["0.json", "1.json", "2.json"]
+    results.write_atomic(tmp_path / "results.json", "{}\n")  # outside: its own fsync, as before
+    assert len(fsyncs) == 1
