@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import date
 
 from pytest_dgxspark.attribution import attribute_symptoms, attribute_unreachable, breaks
@@ -51,17 +51,12 @@ class Fold:
     not_judged: tuple[RootCause, ...] = field(default=())  # broken by an error that judged nothing: never a cause
 
 
-def _not_verifiable(catalog: Catalog, records: list[TestRecord]) -> list[TestRecord]:
-    """A required rule can never be not applicable: when all its tests say so, the rule is not verifiable (error)."""
-    by_rule: dict[str, list[TestRecord]] = {}
-    for rec in records:
-        by_rule.setdefault(rec.rule, []).append(rec)
-    stuck = {rid for rid, recs in by_rule.items()
-             if rid in catalog.rules and catalog.rules[rid].kind == "required"
-             and rule_status(r.outcome for r in recs) == "not-applicable"}
-    return [replace(r, outcome="error", message=f"not verifiable: {r.message} (the ADR requires this rule; it cannot "
-                                                 "be not applicable)")
-            if r.rule in stuck else r for r in records]
+def _not_verifiable(catalog: Catalog, by_rule: Mapping[str, list[TestRecord]]) -> set[str]:
+    """Required rules whose every test is not applicable: a required rule can never be not applicable, so the rule is
+    `error` (not verifiable); its tests keep their own outcome (N/A), as the terminal and junit show them."""
+    return {rid for rid, recs in by_rule.items()
+            if rid in catalog.rules and catalog.rules[rid].kind == "required"
+            and rule_status(r.outcome for r in recs) == "not-applicable"}
 
 
 def blocking_rules(catalog: Catalog, rule_id: str, statuses: Mapping[str, str]) -> tuple[str, ...]:
@@ -90,12 +85,12 @@ def fold(
     no broken ancestor of a rule whose tests do not reach that host (see `breaks`)."""
     waivers = waivers or {}
     today = today or date.today()
-    records = _not_verifiable(catalog, attribute_symptoms(
-        catalog, attribute_unreachable(records, management_context, prerequisites)))
+    records = attribute_symptoms(catalog, attribute_unreachable(records, management_context, prerequisites))
     by_rule: dict[str, list[TestRecord]] = {rid: [] for rid in catalog.rules}
     for rec in records:
         by_rule.setdefault(rec.rule, []).append(rec)
     raw = {rid: rule_status(r.outcome for r in by_rule[rid]) for rid in catalog.rules}
+    raw.update({rid: "error" for rid in _not_verifiable(catalog, by_rule)})
     for rid, status in raw.items():
         rule = catalog.rules[rid]
         if status == "untested" and not by_rule[rid]:
@@ -164,6 +159,10 @@ def _detail(catalog: Catalog, rid: str, status: str, records: list[TestRecord]) 
         return RootCause(rid, "unreachable", rule.layer, fault.message,
                          fault.fix or "Make the target reachable and rerun.",
                          fault.fix_ko or "대상에 접속할 수 있게 한 뒤 다시 실행한다.", fault.target, fault.cause)
+    if not errored and any(r.outcome == "not-applicable" for r in records):  # every test of a required rule N/A
+        reason = next(r.message for r in records if r.outcome == "not-applicable")
+        return RootCause(rid, "not-verifiable", rule.layer, f"not verifiable: {reason} (the ADR requires this rule; it "
+                         "cannot be not applicable)", NOT_VERIFIABLE_FIX, NOT_VERIFIABLE_FIX_KO, None, "not-verifiable")
     first = next((r for r in errored if r.fault is not None), errored[0] if errored else None)
     fault = first.fault if first is not None else None
     message = first.message if first is not None else "error"
