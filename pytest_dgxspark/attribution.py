@@ -95,22 +95,32 @@ def _host_of(nodeid: str) -> str | None:
     return nodeid[nodeid.rindex("[") + 1:-1] if nodeid.endswith("]") and "[" in nodeid else None
 
 
-def attribute_symptoms(catalog: Catalog, records: list[TestRecord]) -> list[TestRecord]:
-    """A failure of a rule under a failed `symptom_of` rule (on the same host) is that rule's symptom: blocked."""
+def symptom_causes(catalog: Catalog, rule_id: str, nodeid: str, records: Iterable[TestRecord]) -> tuple[str, ...]:
+    """The failed `symptom_of` rules (on the same host) whose symptom a failure of `rule_id` in `nodeid` is."""
+    rule = catalog.rules.get(rule_id)
+    if rule is None or not rule.symptom_of:
+        return ()
     failed_on: dict[str, set[str | None]] = {}
     for rec in records:
         if rec.outcome == "failed":
             failed_on.setdefault(rec.rule, set()).add(_host_of(rec.nodeid))
+    host = _host_of(nodeid)
+    return tuple(sorted(c for c in rule.symptom_of if c in failed_on
+                        and (host is None or None in failed_on[c] or host in failed_on[c])))
+
+
+def symptom_message(causes: tuple[str, ...], message: str) -> str:
+    return f"{BLOCKED_PREFIX}{', '.join(causes)} (its symptom): {message}"
+
+
+def attribute_symptoms(catalog: Catalog, records: list[TestRecord]) -> list[TestRecord]:
+    """A failure of a rule under a failed `symptom_of` rule (on the same host) is that rule's symptom: blocked."""
     result = []
     for rec in records:
-        rule = catalog.rules.get(rec.rule)
-        if rule is not None and rec.outcome == "failed":
-            host = _host_of(rec.nodeid)
-            causes = tuple(sorted(c for c in rule.symptom_of if c in failed_on
-                                  and (host is None or None in failed_on[c] or host in failed_on[c])))
+        if rec.outcome == "failed":
+            causes = symptom_causes(catalog, rec.rule, rec.nodeid, records)
             if causes:
-                rec = replace(rec, outcome="blocked", blocked_by=causes,
-                              message=f"{BLOCKED_PREFIX}{', '.join(causes)} (its symptom): {rec.message}")
+                rec = replace(rec, outcome="blocked", blocked_by=causes, message=symptom_message(causes, rec.message))
         result.append(rec)
     return result
 

@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 
 from pytest_dgxspark import closing, hookspecs, identity, runfixtures, runorder
-from pytest_dgxspark.attribution import breaks
+from pytest_dgxspark.attribution import breaks, symptom_causes, symptom_message
 from pytest_dgxspark.fold import blocking_rules, fold
 from pytest_dgxspark.outcome import (
     BLOCKED_PREFIX, NotApplicable, blocked_by_key, blocked_reason_key, not_applicable_key, target_fault_key,
@@ -198,6 +198,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         from pytest_dgxspark.outcome import TargetFault
 
         item.stash[target_fault_key] = TargetFault(None, f"the check hung: {excinfo.value} (the target did not answer)")
+    _block_symptom(item, report, state)
     report.dgxspark_status = _status_of(item, report, state)
     if report.failed:
         _redact_longrepr(report)
@@ -214,6 +215,23 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         if items:
             state.evidence[item.nodeid] = items
     return report
+
+
+def _block_symptom(item: pytest.Item, report: pytest.TestReport, state: RunState) -> None:
+    """A judged failure under a failed `symptom_of` rule on the same host is its symptom: BLOCKED as it happens (the
+    fold's attribute_symptoms, applied to the records so far), as results.json has it, never FAILED."""
+    judged = report.failed and target_fault_key not in item.stash and blocked_by_key not in item.stash \
+        and (report.when == "call" or getattr(report, "dgxspark_judged", False))
+    causes = symptom_causes(state.catalog, item_rule(item) or "", item.nodeid, state.records) \
+        if judged and not state.plan.no_block else ()
+    if causes:
+        from pytest_dgxspark.evidence import redact_text
+        from pytest_dgxspark.runstate import _failure_message
+
+        message = symptom_message(causes, redact_text(_failure_message(report)))
+        item.stash[blocked_by_key], item.stash[blocked_reason_key] = causes, message
+        report.outcome = "skipped"
+        report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: {message}")
 
 
 def _status_of(item: pytest.Item, report: pytest.TestReport, state: RunState) -> str | None:

@@ -122,3 +122,17 @@ def test_the_real_suites_reach_each_target_through_its_owner_first_and_keep_ever
     for rid, where in positions.items():
         for ancestor in catalog.ancestors(rid):
             assert max(positions.get(ancestor, [-1])) < min(where), f"{ancestor} must run before {rid}"
+
+
+def test_a_symptom_of_a_failed_service_is_blocked_as_it_happens_never_shown_failed(pytester, suite):
+    suite("rke2", "@pytest.fixture(params=['gpu-01'], ids=['gpu-01'])\ndef host(request):\n    return request.param\n\n"
+                  "@pytest.mark.rule('ADR-0001.rke2-service')\ndef test_service(host):\n"
+                  "    assert False, 'gpu-01: rke2-server.service is inactive (failed)'\n\n"
+                  "@pytest.mark.rule('ADR-0001.rke2-config')\ndef test_config(host):\n"
+                  "    assert False, 'config.yaml missing'\n")
+    result = pytester.runpytest(*SITE_ARGS, "-v")
+    result.stdout.fnmatch_lines(["*test_service[[]gpu-01[]] FAILED*", "*test_config[[]gpu-01[]] BLOCKED*",
+                                 "*1 failed, 1 blocked*"])
+    assert outcomes_by_test(results(pytester))["test_config[gpu-01]"] == (
+        "blocked", "blocked by ADR-0001.rke2-service (its symptom): config.yaml missing")
+    assert junit_status(pytester)["test_config[gpu-01]"] == "blocked"
