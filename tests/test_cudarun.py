@@ -150,9 +150,14 @@ def _suite(report_dir: Path, testbed, *extra: str) -> subprocess.Popen:
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
-def _cuda_status(report_dir: Path) -> tuple[str, list]:
+def _cuda_rule(report_dir: Path) -> dict:
     doc = json.loads((report_dir / "latest" / "results.json").read_text())
-    return next(r["status"] for r in doc["rules"] if r["id"] == "ADR-0002.cuda-sample"), doc["leftover_namespaces"]
+    return next(r for r in doc["rules"] if r["id"] == "ADR-0002.cuda-sample") | {"leftovers": doc["leftover_namespaces"]}
+
+
+def _cuda_status(report_dir: Path) -> tuple[str, list]:
+    rule = _cuda_rule(report_dir)
+    return rule["status"], rule["leftovers"]
 
 
 def test_two_runs_at_once_against_one_testbed_both_pass_the_cuda_sample_and_a_killed_runs_namespace_goes(tmp_path):
@@ -174,7 +179,9 @@ def test_two_runs_at_once_against_one_testbed_both_pass_the_cuda_sample_and_a_ki
         remaining = [ns.metadata.name for ns in core.list_namespace().items if ns.metadata.name.startswith("dgxspark-")]
         requests = [json.loads(line) for line in (tmp_path / "tb" / "requests.jsonl").read_text().splitlines()]
     (status_a, left_a), (status_b, left_b) = _cuda_status(tmp_path / "a"), _cuda_status(tmp_path / "b")
-    assert (status_a, status_b) == ("passed", "passed"), out
+    # on a failure, say what each run's CUDA check saw (its own message), not only the terminal's tail
+    assert (status_a, status_b) == ("passed", "passed"), [
+        [t["message"] for t in _cuda_rule(tmp_path / run)["tests"]] for run in ("a", "b")] + out
     removed = [entry for entry in left_a + left_b if entry["namespace"] == killed]
     # both runs may list the dead run's namespace before either deletes it: each says what it did, and one of them
     # removed it because its Lease expired (the other's delete found it gone or already going)
