@@ -4,6 +4,7 @@ The options are resolved and checked with the rest of the run plan (plan.py); th
 """
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
@@ -90,6 +91,18 @@ def pytest_dgxspark_results(config: pytest.Config, results: dict[str, Any]) -> N
     run["operator"] = plan.operator
     run["lang"] = plan.lang
     results["drift"] = compute_drift(plan.baseline, results) if plan.baseline is not None else None
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """After junitxml wrote junit.xml (trylast): its <error>/<failure> elements follow results.json's statuses."""
+    config = session.config
+    if config.stash.get(bundle_key, False) and getattr(config.option, "xmlpath", None):
+        from pathlib import Path
+
+        from pytest_dgxspark.report.junitagree import agree
+
+        agree(Path(os.path.expandvars(os.path.expanduser(config.option.xmlpath))))
 
 
 @pytest.hookimpl(trylast=True)

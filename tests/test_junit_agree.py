@@ -1,0 +1,67 @@
+"""junit.xml writes each test's results.json status as its element: a target fault met in a check's call phase is an
+<error>, never a <failure>; a fixture's own judgement in setup is a <failure>, never an <error>; the counts follow."""
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from pytest_dgxspark.report.junitagree import agree
+
+SITE_ARGS = ("--site", "sites/tirosh-home", "--report-dir", "out", "-p", "no:cacheprovider")
+SSH_FAULT = ("raise TargetError('gpu-01 (10.0.0.21:22): cannot read the host over SSH: ' + SSH_CAUSES['refused'].meaning,"
+             " target='ssh:gpu-01', cause=SSH_CAUSES['refused'])")
+SUITE = (
+    "from pytest_dgxspark.outcome import TargetError\nfrom pytest_dgxspark.targets_conn.causes import SSH_CAUSES\n\n"
+    "@pytest.fixture\ndef no_node():\n    pytest.fail('the cluster has no Node named gpu-01')\n\n"
+    "@pytest.mark.rule('ADR-0002.host-static-ip')\ndef test_reach():\n"
+    f"    {SSH_FAULT}\n\n"
+    "@pytest.mark.rule('ADR-0001.node-metadata')\ndef test_node(no_node):\n    pass\n\n"
+    "@pytest.mark.rule('ADR-0001.cni-cilium')\ndef test_cni():\n    assert False, 'the CNI is canal, not cilium'\n\n"
+    "@pytest.mark.rule('ADR-0001.rke2-config')\ndef test_config():\n    pass\n"
+)
+
+
+def junit_cases(path) -> dict[str, tuple[str | None, str | None, str | None]]:
+    """testcase name -> (its dgxspark_status, the tag of its outcome element, that element's message)."""
+    found = {}
+    for case in ET.parse(path).getroot().iter("testcase"):
+        status = next((p.get("value") for p in case.iter("property") if p.get("name") == "dgxspark_status"), None)
+        outcome = next((c for c in case if c.tag in ("failure", "error", "skipped")), None)
+        found[case.get("name")] = (status, None if outcome is None else outcome.tag,
+                                   None if outcome is None else outcome.get("message"))
+    return found
+
+
+def test_junit_elements_follow_the_results_json_status_of_every_test(pytester, suite):
+    suite("all", SUITE)
+    pytester.runpytest(*SITE_ARGS)
+    run = pytester.path / "out" / "latest"
+    outcomes = {t["nodeid"].split("::")[1]: t["outcome"]
+                for r in json.loads((run / "results.json").read_text())["rules"] for t in r["tests"]}
+    assert outcomes == {"test_reach": "error", "test_node": "failed", "test_cni": "failed", "test_config": "passed"}
+    cases = junit_cases(run / "junit.xml")
+    assert cases["test_reach"][:2] == ("error", "error")
+    assert cases["test_reach"][2].startswith("gpu-01 (10.0.0.21:22): cannot read the host over SSH: nothing accepts")
+    assert cases["test_node"] == ("failed", "failure", "Failed: the cluster has no Node named gpu-01")
+    assert cases["test_cni"][:2] == ("failed", "failure")
+    assert cases["test_config"] == ("passed", None, None)
+    testsuite = ET.parse(run / "junit.xml").getroot().find("testsuite")
+    assert (testsuite.get("errors"), testsuite.get("failures"), testsuite.get("tests")) == ("1", "2", "4")
+    # the bundle's manifest covers the file as rewritten
+    manifest = (run / "MANIFEST.sha256").read_text()
+    import hashlib
+
+    assert f"{hashlib.sha256((run / 'junit.xml').read_bytes()).hexdigest()}  junit.xml" in manifest
+
+
+def test_a_junit_file_that_already_agrees_is_left_as_it_is(tmp_path):
+    path = tmp_path / "junit.xml"
+    text = ('<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest" errors="1" failures="0" '
+            'skipped="0" tests="1"><testcase classname="suites.host.test_host" name="test_x"><properties>'
+            '<property name="dgxspark_status" value="error" /></properties><error message="m">m</error></testcase>'
+            '</testsuite></testsuites>')
+    path.write_text(text)
+    assert agree(path) == 0
+    assert path.read_text() == text
