@@ -46,6 +46,8 @@ class Connections:
         self.hosts: dict[str, HostTarget] = {
             spec.name: HostTarget(spec, self._control_dir, i) for i, spec in enumerate(targets.hosts)
         }
+        for host in self.hosts.values():  # --dgxspark-command-timeout: a check's command that names no limit
+            host.command_timeout_s = self.probe_settings.command_timeout_s
         self._cluster: Cluster | None = None
         self._management: Cluster | None = None
         self._opened = False

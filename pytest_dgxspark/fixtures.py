@@ -11,7 +11,7 @@ from pytest_dgxspark import identity, plan, probes
 from pytest_dgxspark.connections import Cluster, Connections, HostTarget, connections_key
 from pytest_dgxspark.probes import containerd, network, nvidia_driver, nvml, rke2
 from pytest_dgxspark.evidence import Evidence, for_item
-from pytest_dgxspark.plan import DEFAULT_CUDA_TIMEOUT_S, DEFAULT_SMI_TIMEOUT_S
+from pytest_dgxspark.plan import DEFAULT_COMMAND_TIMEOUT_S, DEFAULT_CUDA_TIMEOUT_S, DEFAULT_SMI_TIMEOUT_S
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -34,6 +34,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help=f"after how long a silent nvidia-smi counts as a hung driver (default {DEFAULT_SMI_TIMEOUT_S})",
     )
     parser.addini("dgxspark_smi_timeout", "seconds after which nvidia-smi counts as hung", default=str(DEFAULT_SMI_TIMEOUT_S))
+    group.addoption(
+        "--dgxspark-command-timeout",
+        dest="dgxspark_command_timeout",
+        type=int,
+        default=None,
+        metavar="SECONDS",
+        help="after how long a host command is killed on the host (exit 124); the gathering round and the wait for "
+             f"a frozen host follow it (default {DEFAULT_COMMAND_TIMEOUT_S}; nvidia-smi keeps --dgxspark-smi-timeout)",
+    )
+    parser.addini("dgxspark_command_timeout", "seconds after which a host command is killed on the host",
+                  default=str(DEFAULT_COMMAND_TIMEOUT_S))
 
 
 def host_names(config: pytest.Config, gpu_only: bool = False) -> list[str]:
@@ -79,7 +90,8 @@ def connections(request: pytest.FixtureRequest, targets: Any) -> Iterator[Connec
     if conns is None:
         from pytest_dgxspark.probes import Settings
 
-        conns = Connections(targets, Settings(smi_timeout_s=smi_timeout(request.config)))
+        run = plan.of(request.config)
+        conns = Connections(targets, Settings(smi_timeout_s=run.smi_timeout_s, command_timeout_s=run.command_timeout_s))
         request.config.stash[connections_key] = conns
     yield conns
     try:

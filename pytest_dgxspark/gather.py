@@ -19,7 +19,7 @@ import shlex
 import time
 from collections.abc import Collection, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pytest_dgxspark import probes
@@ -111,6 +111,12 @@ def batch_command(commands: Iterable[Command]) -> str:
     return f"python3 -I -S -c {shlex.quote(GATHERER)} {shlex.quote(json.dumps(jobs))}"
 
 
+def limited(commands: Iterable[Command], settings: probes.Settings) -> list[Command]:
+    """`commands` at most at the run's command limit (--dgxspark-command-timeout, `Settings.limit`): the round's
+    limit, and so the wait for a frozen host, follows it."""
+    return [replace(c, timeout_s=settings.limit(c.timeout_s)) for c in commands]
+
+
 def batch_timeout(commands: Iterable[Command]) -> int:
     """The limit of the whole batch: its slowest command's, plus the kill grace."""
     return max((int(c.timeout_s) for c in commands), default=probes.COMMAND_TIMEOUT_S) + KILL_GRACE_S + 5
@@ -152,8 +158,8 @@ def gather_host(target: Any, settings: probes.Settings, wanted: Collection[str] 
     gathered = Gathered(target.name)
     started = time.monotonic()
     try:
-        first = _round(target, list(probes.commands_for(target.spec, settings, wanted)), gathered)
-        _round(target, list(probes.followups_for(target.spec, settings, first, wanted)), gathered)
+        first = _round(target, limited(probes.commands_for(target.spec, settings, wanted), settings), gathered)
+        _round(target, limited(probes.followups_for(target.spec, settings, first, wanted), settings), gathered)
     except TargetError as error:  # unreachable: each check of the host is an error attributed to it
         gathered.problem = str(error)
     except (ValueError, TypeError, KeyError) as error:

@@ -20,6 +20,7 @@ plan_key = pytest.StashKey["RunPlan"]()
 DEFAULT_SITE = "sites/tirosh-home"
 DEFAULT_CUDA_TIMEOUT_S = 300
 DEFAULT_SMI_TIMEOUT_S = 30
+DEFAULT_COMMAND_TIMEOUT_S = 60  # a host command's limit on the host (probes.COMMAND_TIMEOUT_S)
 RESULTS_SCHEMA = "pytest-dgxspark/results/v1"
 
 
@@ -46,6 +47,7 @@ class RunPlan:
     lang: str = "both"
     sign_key: Path | None = None  # checked: an SSH private key (or a .pub held by ssh-agent)
     baseline: Any = None  # report.drift.Baseline, loaded and checked
+    command_timeout_s: int = DEFAULT_COMMAND_TIMEOUT_S  # a host command's limit (the gathering round follows it)
 
     def __repr__(self) -> str:
         return (f"RunPlan(site={self.site.name!r} ({self.site_source}), testbed={self.testbed_ref!r}, "
@@ -229,6 +231,7 @@ def resolve(config: pytest.Config, catalog: Catalog) -> RunPlan:
                             f"drop {' and '.join(clash)} (or drop --testbed to check a real site)")
     cuda = _seconds(config, "dgxspark_cuda_timeout", DEFAULT_CUDA_TIMEOUT_S, problems)
     smi = _seconds(config, "dgxspark_smi_timeout", DEFAULT_SMI_TIMEOUT_S, problems)
+    command = _seconds(config, "dgxspark_command_timeout", DEFAULT_COMMAND_TIMEOUT_S, problems)
     reports = report_dir(config)
     _writable_report_dir(reports, problems)
     sign_key, baseline = _bundle_inputs(config, problems)
@@ -268,5 +271,5 @@ def resolve(config: pytest.Config, catalog: Catalog) -> RunPlan:
         handover=bool(config.getoption("dgxspark_handover")), no_block=bool(config.getoption("dgxspark_no_block")),
         baseline_force=force, waivers=waivers, manual_checks=tuple(manual),
         operator=config.getoption("dgxspark_operator", None), lang=config.getoption("dgxspark_lang", None) or "both",
-        sign_key=sign_key, baseline=baseline,
+        sign_key=sign_key, baseline=baseline, command_timeout_s=command,
     )

@@ -117,8 +117,24 @@ def scenario_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
     wanted = selected(request, "test_the_suites_give_the_scenarios_expected_statuses_and_root_causes")
     if "test_every_judged_rule_is_a_root_cause_in_some_bundled_scenario_run" in selected(request):
         wanted = bundled_scenarios()  # the coverage test reads every scenario's run
-    return run_selected(tmp_path_factory, wanted,
-                        {name: (lambda _folder, name=name: ("--testbed", name)) for name in bundled_scenarios()})
+    runs = {name: (lambda _folder, name=name: ("--testbed", name)) for name in bundled_scenarios()}
+    if "test_a_host_frozen_mid_run_ends_incomplete_with_the_freeze_named_within_the_command_limit" in selected(request):
+        wanted, runs[FROZEN_HOST] = [FROZEN_HOST, *wanted], frozen_host_run  # the longest run first
+    return run_selected(tmp_path_factory, wanted, runs)
+
+
+FROZEN_HOST = "frozen-host"
+EXIT_INCOMPLETE = 8
+
+
+def frozen_host_run(folder: Path) -> tuple[str, ...]:
+    """healthy, whose host freezes after the master's `true`: the gathering round hangs for good (TCP up); a 3 s
+    command and nvidia-smi limit make the round's limit 13 s and the wait for the frozen host 43 s, not 100."""
+    scn = folder / "scn"
+    scn.mkdir()
+    (scn / "scenario.yaml").write_text("description: frozen host\nextends: healthy\nnodes:\n  gpu-01:\n    host:\n"
+                                       "      faults: {freeze_after: 1}\nexpect: {rules: {}, root_causes: []}\n")
+    return "--testbed", str(scn), "--dgxspark-command-timeout", "3", "--dgxspark-smi-timeout", "3"
 
 
 @pytest.mark.parametrize("name", bundled_scenarios())
@@ -136,20 +152,26 @@ def test_the_suites_give_the_scenarios_expected_statuses_and_root_causes(scenari
     # junit.xml (and the terminal, from the same report) says what results.json says of every test
     junit = junit_statuses(tmp_path / "reports" / "latest" / "junit.xml")
     differ = {t["nodeid"]: (junit.get(t["nodeid"]), t["outcome"]) for r in doc["rules"] for t in r["tests"]
-              if junit.get(t["nodeid"]) != t["outcome"]}
-    assert differ == {}, f"{name}: junit dgxspark_status differs from results.json (junit, results)"
+              if junit.get(t["nodeid"]) != (t["outcome"], JUNIT_ELEMENT.get(t["outcome"]))}
+    assert differ == {}, f"{name}: junit dgxspark_status or element differs from results.json (junit, results)"
     assert_torn_down(tmp_path)
 
 
-def junit_statuses(path: Path) -> dict[str, str | None]:
-    """nodeid -> the dgxspark_status property of its junit testcase."""
+# results.json outcome -> the element of its junit testcase (none for passed and recorded)
+JUNIT_ELEMENT = {"error": "error", "failed": "failure", "blocked": "skipped", "not-applicable": "skipped",
+                 "skipped": "skipped"}
+
+
+def junit_statuses(path: Path) -> dict[str, tuple[str | None, str | None]]:
+    """nodeid -> (the dgxspark_status property of its junit testcase, the tag of its outcome element)."""
     import xml.etree.ElementTree as ET
 
     found = {}
     for case in ET.parse(path).getroot().iter("testcase"):
         props = {p.get("name"): p.get("value") for p in case.iter("property")}
+        element = next((c.tag for c in case if c.tag in ("failure", "error", "skipped")), None)
         path_part, _, rest = (case.get("classname") or "").rpartition(".")
-        found[f"{path_part.replace('.', '/')}/{rest}.py::{case.get('name')}"] = props.get("dgxspark_status")
+        found[f"{path_part.replace('.', '/')}/{rest}.py::{case.get('name')}"] = (props.get("dgxspark_status"), element)
     return found
 
 
@@ -162,6 +184,25 @@ def test_every_judged_rule_is_a_root_cause_in_some_bundled_scenario_run(scenario
     judged = [r.id for r in load_catalog().ordered() if r.kind != "informational"]
     never = [rid for rid in judged if rid not in causes]
     assert never == [], f"rules that no bundled scenario's run names as a root cause: {', '.join(never)}"
+
+
+def test_a_host_frozen_mid_run_ends_incomplete_with_the_freeze_named_within_the_command_limit(scenario_runs):
+    tmp_path, proc, doc = result_of(scenario_runs, FROZEN_HOST)
+    assert doc["verdict"] == "INCOMPLETE" and proc.returncode == EXIT_INCOMPLETE, proc.stdout[-3000:]
+    statuses = {r["id"]: r["status"] for r in doc["rules"]}
+    assert [rid for rid, s in statuses.items() if s == "failed"] == [] and doc["lowest_broken_layer"] is None
+    assert statuses["ADR-0002.host-static-ip"] == "error" and statuses["ADR-0002.host-driver"] == "blocked"
+    assert [(d["rule"], d["kind"], d["target"], d["cause"]) for d in doc["root_cause_details"]] == [
+        ("ADR-0002.host-static-ip", "unreachable", "ssh:gpu-01", "timeout")]
+    cause = doc["root_cause_details"][0]
+    assert cause["message"].endswith(": cannot read the host over SSH: the host stopped answering during the run (the "
+                                     "SSH session did not return in time) (a command did not return within 43 s "
+                                     "although the host's own timeout should have ended it)")
+    assert cause["fix"] == "Look at the host's console (frozen, out of memory, network lost) and rerun once it answers."
+    assert cause["fix_ko"] == "호스트 콘솔에서 멈춤, 메모리 부족, 네트워크 단절을 확인하고 응답하면 다시 실행한다."
+    assert "NVML" not in proc.stdout and "Traceback" not in proc.stdout and "pytest_dgxspark/" not in proc.stdout
+    assert "dgxspark: INCOMPLETE, scope: full (SIMULATED)" in proc.stdout
+    assert_torn_down(tmp_path)
 
 
 def test_the_healthy_dgx_spark_passes_every_rule_but_the_air_gap_one(tmp_path):

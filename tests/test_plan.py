@@ -58,8 +58,10 @@ def test_a_kubeconfig_whose_context_names_a_missing_cluster_is_a_usage_error(pyt
         (("--dgxspark-cuda-timeout", "-5"), "--dgxspark-cuda-timeout: expected a positive whole number of seconds, got -5"),
         (("--dgxspark-smi-timeout", "0"), "--dgxspark-smi-timeout: expected a positive whole number of seconds, got 0"),
         (("-o", "dgxspark_smi_timeout=soon"), "ini dgxspark_smi_timeout: expected a positive whole number of seconds, got 'soon'"),
+        (("--dgxspark-command-timeout", "0"),
+         "--dgxspark-command-timeout: expected a positive whole number of seconds, got 0"),
     ],
-    ids=["negative-cuda", "zero-smi", "ini-words"],
+    ids=["negative-cuda", "zero-smi", "ini-words", "zero-command"],
 )
 def test_a_timeout_that_is_not_positive_is_a_usage_error(pytester, suite, args, message):
     suite("host", TOUCH)

@@ -31,6 +31,14 @@ class Settings:
     """What the run decides about probe commands (timeouts from the run plan)."""
 
     smi_timeout_s: int = 30
+    command_timeout_s: int = COMMAND_TIMEOUT_S  # --dgxspark-command-timeout: the longest a host command may run
+
+    def limit(self, timeout_s: int | None = None) -> int:
+        """A command's limit on the host: its probe's own, at most the run's command limit; nvidia-smi's limit
+        (--dgxspark-smi-timeout) is kept, as its expiry is the hang that option times."""
+        if timeout_s is None:
+            return self.command_timeout_s
+        return timeout_s if timeout_s == self.smi_timeout_s else min(timeout_s, self.command_timeout_s)
 
 
 # The probe every run gathers: identity (is this a testbed?) and provenance read it, whatever was selected.
@@ -55,9 +63,9 @@ class Reading:
         self.target = target
         self.settings = settings
 
-    def answer(self, text: str, timeout_s: int = COMMAND_TIMEOUT_S) -> Any:
+    def answer(self, text: str, timeout_s: int | None = None) -> Any:
         """The CommandResult of one command on this host."""
-        return self.target.cached(text, timeout=timeout_s)
+        return self.target.cached(text, timeout=self.settings.limit(timeout_s))
 
 
 def modules() -> tuple[Any, ...]:

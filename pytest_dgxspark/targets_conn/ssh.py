@@ -137,6 +137,7 @@ class HostTarget:
         self._cache: dict[str, CommandResult] = {}
         self._gathered: dict[str, tuple[int, float, CommandResult]] = {}  # command -> (limit, seconds, answer)
         self.connected = False
+        self.command_timeout_s = COMMAND_TIMEOUT_S  # a command's limit when its caller names none (the run plan's)
 
     def __repr__(self) -> str:
         return f"HostTarget({self.name} {self.spec.address}:{self.spec.port})"
@@ -215,10 +216,10 @@ class HostTarget:
         gathered = self._gathered.get(cmd)
         if gathered is not None:
             limit, seconds, answer = gathered
-            wanted = int(timeout or COMMAND_TIMEOUT_S)
+            wanted = int(timeout or self.command_timeout_s)
             if (limit >= wanted) if timed_out(answer) else (seconds <= wanted):
                 return answer
-        return self.host.run(cmd, timeout=timeout)
+        return self.host.run(cmd, timeout=timeout or self.command_timeout_s)
 
     def take_gathered(self, commands: Any, answers: dict[str, tuple[CommandResult, float]]) -> None:
         """Keep what the gathering step ran here (`commands` carry their limits) for the checks to read."""
