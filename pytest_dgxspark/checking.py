@@ -7,7 +7,7 @@ from typing import Any, NoReturn
 
 import pytest
 
-from pytest_dgxspark.outcome import UNREADABLE_FIX, UNREADABLE_FIX_KO, TargetError
+from pytest_dgxspark.outcome import UNREADABLE_FIX, UNREADABLE_FIX_KO, Finding, TargetError
 
 
 def require(condition: object, message: str) -> None:
@@ -20,8 +20,11 @@ def require(condition: object, message: str) -> None:
         pytest.fail(message, pytrace=False)
 
 
-def finding(message: str) -> NoReturn:
-    """The check fails with `message`: what must hold, what was observed where, and the fix."""
+def finding(message: str, fix: str | None = None, fix_ko: str | None = None) -> NoReturn:
+    """The check fails with `message`: what must hold, what was observed where, and the fix. `fix`/`fix_ko` (both)
+    replace the rule's remediation as the root cause's fix when what was observed needs another one."""
+    if fix and fix_ko:
+        raise Finding(message, fix, fix_ko)
     pytest.fail(message, pytrace=False)
 
 

@@ -150,7 +150,8 @@ def _detail(catalog: Catalog, rid: str, status: str, records: list[TestRecord]) 
     rule = catalog.rules[rid]
     if status == "failed":
         failed = next(r for r in records if r.outcome == "failed")
-        return RootCause(rid, "finding", rule.layer, failed.message, rule.remediation, rule.remediation_ko)
+        fix, fix_ko = failed.fix or (rule.remediation, rule.remediation_ko)  # the finding's own fix, when it named one
+        return RootCause(rid, "finding", rule.layer, failed.message, fix, fix_ko)
     errored = [r for r in records if r.outcome == "error"]
     reached = next((r for r in errored if r.fault is not None and r.fault.target
                     and r.fault.cause not in UNJUDGED_KINDS), None)

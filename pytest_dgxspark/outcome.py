@@ -20,6 +20,7 @@ blocked_by_key = pytest.StashKey[tuple[str, ...]]()  # the broken rules this tes
 not_applicable_key = pytest.StashKey[str]()  # why this check does not apply to the site
 target_fault_key = pytest.StashKey["TargetFault"]()  # the target this test could not reach or read, and why
 blocked_reason_key = pytest.StashKey[str]()  # why a test met a fault its target's owner already accounts for
+finding_fix_key = pytest.StashKey[tuple[str, str]]()  # a finding's own fix (English, Korean), when the check named one
 
 
 class TargetError(Exception):
@@ -46,6 +47,15 @@ class NotApplicable(pytest.skip.Exception):  # type: ignore[misc,name-defined]
 def not_applicable(reason: str) -> None:
     """End the current check as not applicable to this site, with the reason."""
     raise NotApplicable(reason)
+
+
+class Finding(pytest.fail.Exception):  # type: ignore[misc,name-defined]
+    """A judged failure that knows its own fix: what was observed points at another layer than the rule's usual
+    remediation (a CRD that is not served: the fix is whatever serves it, not re-applying what needs it)."""
+
+    def __init__(self, message: str, fix: str | None = None, fix_ko: str | None = None) -> None:
+        super().__init__(message, pytrace=False)
+        self.fix, self.fix_ko = fix, fix_ko
 
 
 @dataclass(frozen=True)
@@ -75,6 +85,7 @@ class TestRecord:
     blocked_by: tuple[str, ...] = ()
     target: str | None = None  # the unreachable target of an `error` outcome
     fault: TargetFault | None = None  # the failure to reach or read it, when that is why the test is an error
+    fix: tuple[str, str] | None = None  # a failed test's own fix (English, Korean), else its rule's remediation
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ from pytest_dgxspark import closing, hookspecs, identity, runfixtures, runorder
 from pytest_dgxspark.attribution import breaks, symptom_causes, symptom_message
 from pytest_dgxspark.fold import blocking_rules, fold
 from pytest_dgxspark.outcome import (
-    BLOCKED_PREFIX, NotApplicable, blocked_by_key, blocked_reason_key, not_applicable_key, target_fault_key,
+    BLOCKED_PREFIX, Finding, NotApplicable, blocked_by_key, blocked_reason_key, finding_fix_key, not_applicable_key,
+    target_fault_key,
 )
 from pytest_dgxspark.plan import listing_rules, plan_key, resolve
 from pytest_dgxspark.results import ResultsNotWritten, build_results, results_key, run_info, write_results
@@ -176,6 +177,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     excinfo = call.excinfo
     if report.skipped and excinfo is not None and isinstance(excinfo.value, NotApplicable):
         item.stash[not_applicable_key] = excinfo.value.reason
+    if report.failed and excinfo is not None and isinstance(excinfo.value, Finding) and excinfo.value.fix:
+        item.stash[finding_fix_key] = (excinfo.value.fix, excinfo.value.fix_ko or excinfo.value.fix)
     fault = transport_fault(item, excinfo.value, state.targets.context) if report.failed and excinfo else None
     owned = owner_of_fault(state, item, fault) \
         if fault is not None and report.when != "teardown" and not state.plan.no_block else None

@@ -10,7 +10,7 @@ import pytest
 from pytest_dgxspark.governance import ManualCheck
 from pytest_dgxspark.outcome import (
     TargetError, TargetFault, TestRecord, Waiver, blocked_by_key, blocked_reason_key, not_applicable_key, rule_status,
-    target_fault_key,
+    finding_fix_key, target_fault_key,
 )
 from pytest_dgxspark.plan import RunPlan, is_active  # noqa: F401 - is_active is imported from here too
 from pytest_dgxspark.rules import Catalog, rule_of
@@ -150,7 +150,9 @@ def record_from_reports(item: pytest.Item, phases: dict[str, Any]) -> TestRecord
     from pytest_dgxspark.evidence import redact_text
 
     message = redact_text(message)
-    return TestRecord(item.nodeid, rule, outcome, duration, message, blocked, fault.target if fault else None, fault)
+    own_fix = item.stash.get(finding_fix_key, None) if outcome == "failed" else None
+    return TestRecord(item.nodeid, rule, outcome, duration, message, blocked, fault.target if fault else None, fault,
+                      own_fix)
 
 
 def _skip_reason(report: pytest.TestReport) -> str:

@@ -364,6 +364,9 @@ def test_a_404_on_a_built_in_list_is_an_error_and_on_a_crd_list_says_the_crd_is_
             "chart was never installed here or its CRDs were removed")
     assert asked == ["/apis/nvidia.com/v1/clusterpolicies"] and cluster.cached("clusterpolicies") is None
     assert isinstance(not_served.value, pytest.fail.Exception)  # a finding of the check that needed it, no traceback
+    assert not_served.value.fix.startswith(  # its own fix: what serves the CRD, not what needs it
+        "The ClusterPolicy CRD comes with the GPU Operator chart: apply it with make rke2/gpu/operator/apply")
+    assert not_served.value.fix_ko.startswith("ClusterPolicy CRD는 GPU Operator chart와 함께 설치된다.")
     with pytest.raises(ClusterUnreachable) as raised:
         cluster.list("pods", namespace="gpu-operator")
     assert "GET /api/v1/pods answered 404 Not Found, which every Kubernetes API serves" in str(raised.value)
@@ -384,6 +387,12 @@ def test_crds_the_api_does_not_serve_are_findings_that_say_so_never_none_found(f
         assert not any("no HelmChart kube-system/" in m or "no ClusterPolicy (nvidia.com/v1)" in m
                        for m in messages(doc, rule_id)), rule_id
     assert "Traceback" not in proc.stdout and "cluster.py" not in proc.stdout
+    # the fix is whatever serves the CRD (RKE2's helm-controller; the operator chart), not the rule's re-apply
+    fixes = {d["rule"]: (d["fix"], d["fix_ko"]) for d in doc["root_cause_details"]}
+    assert fixes["ADR-0002.helmchart-live"][0].startswith(
+        "The HelmChart CRDs come with RKE2's helm-controller in rke2-server: check rke2-server on the server node")
+    assert fixes["ADR-0002.helmchart-live"][1].startswith("HelmChart CRD는 rke2-server의 helm-controller가 제공한다.")
+    assert "ADR-0002.operator-running" not in fixes  # under the failed helmchart-live: never a second root cause
     [nri] = [e["value"] for e in evidence_of(tmp_path / "reports" / "latest", "ADR-0002.gpu-injection")
              if e["label"] == "NRI"]
     assert nri["ClusterPolicy spec.cdi.nriPluginEnabled (recorded)"].startswith("not served: ")

@@ -14,7 +14,7 @@ from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
-from pytest_dgxspark.outcome import TargetError
+from pytest_dgxspark.outcome import Finding, TargetError
 from pytest_dgxspark.targets_conn.causes import API_CAUSES, api_cause, is_transport_error
 from pytest_dgxspark.parsing import node_internal_ips
 
@@ -53,6 +53,23 @@ NOT_SERVED = {
     "ciliumnodes": "cilium.io/v2 CiliumNode is not served (Cilium's CRDs are not installed): Cilium is not running as "
                    "this cluster's CNI",
 }
+# The fix of a CRD that is not served: whatever serves it (English, Korean), not the rule that needed it re-applied.
+_HELM_CRD_FIX = (
+    "The HelmChart CRDs come with RKE2's helm-controller in rke2-server: check rke2-server on the server node "
+    "(systemctl status rke2-server, journalctl -u rke2-server) and kubectl get crd helmcharts.helm.cattle.io; "
+    "re-applying the GPU Operator's HelmChart cannot help until RKE2 serves it.",
+    "HelmChart CRD는 rke2-server의 helm-controller가 제공한다. 서버 노드에서 rke2-server(systemctl status rke2-server, "
+    "journalctl -u rke2-server)와 kubectl get crd helmcharts.helm.cattle.io를 확인한다. RKE2가 제공하기 전에는 GPU "
+    "Operator HelmChart를 다시 적용해도 소용없다.")
+NOT_SERVED_FIX = {
+    "helmcharts": _HELM_CRD_FIX,
+    "helmchartconfigs": _HELM_CRD_FIX,
+    "clusterpolicies": (
+        "The ClusterPolicy CRD comes with the GPU Operator chart: apply it with make rke2/gpu/operator/apply and read "
+        "the helm-install-gpu-operator job's log in kube-system (kubectl -n kube-system logs job/helm-install-gpu-operator).",
+        "ClusterPolicy CRD는 GPU Operator chart와 함께 설치된다. make rke2/gpu/operator/apply로 적용하고 kube-system의 "
+        "helm-install-gpu-operator job 로그(kubectl -n kube-system logs job/helm-install-gpu-operator)를 읽는다."),
+}
 # kinds too sensitive or too large to list cluster-wide: always listed per namespace
 _NAMESPACE_ONLY = {"secrets", "configmaps"}
 
@@ -61,12 +78,12 @@ class ClusterUnreachable(TargetError):
     """The Kubernetes API could not be reached or refused the request."""
 
 
-class CrdNotServed(pytest.fail.Exception):  # type: ignore[misc,name-defined]
+class CrdNotServed(Finding):
     """A whole Kubernetes API answered 404 for a CRD's list: the CRD is not installed. That is an observation, not
     "none exist": the check that needed the kind fails with what it means (NOT_SERVED), never passes on []."""
 
     def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message, pytrace=False)
+        super().__init__(message, *NOT_SERVED_FIX.get(kind, (None, None)))  # its own fix where the rule's is wrong
         self.kind = kind
 
 
