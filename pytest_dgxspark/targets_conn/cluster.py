@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -72,6 +73,31 @@ NOT_SERVED_FIX = {
 }
 # kinds too sensitive or too large to list cluster-wide: always listed per namespace
 _NAMESPACE_ONLY = {"secrets", "configmaps"}
+
+
+_CALL = re.compile(r"^(list|read|create|delete|patch|replace)_(namespaced_)?([a-z_]+?)(_log|_status)?$")
+_CALL_VERB = {"list": "list", "read": "read", "create": "create", "delete": "delete", "patch": "update",
+              "replace": "update"}
+
+
+def call_words(name: str, args: tuple[Any, ...]) -> tuple[str, str]:
+    """A kubernetes client call in plain words, (verb, what): list_namespaced_pod('ns') -> ('list', 'the pods in
+    namespace ns'), read_namespaced_pod_log('p', 'ns') -> ('read', 'the log of pod p in namespace ns')."""
+    found = _CALL.match(name or "")
+    if found is None:
+        return "read", name or "a request"
+    verb, namespaced, kind, part = found.groups()
+    kind = kind.replace("_", " ")
+    words = [str(a) for a in args if isinstance(a, str)]
+    where = lambda i: f" in namespace {words[i]}" if namespaced and len(words) > i else ""  # noqa: E731
+    if verb == "list":
+        return "list", f"the {kind}s{where(0)}"
+    if verb == "create":
+        return "create", f"a {kind}{where(0)}"
+    what = f"{kind} {words[0]}{where(1)}" if words else kind
+    if part:
+        what = f"the {part[1:]} of {what}"
+    return _CALL_VERB[verb], what
 
 
 class ClusterUnreachable(TargetError):
@@ -180,7 +206,7 @@ class Cluster:
         if self._failure is not None:
             raise ClusterUnreachable(self._failure, target=self.target_id, cause=self.cause)
 
-    def unreachable(self, error: BaseException, what: str) -> ClusterUnreachable:
+    def unreachable(self, error: BaseException, what: str, verb: str = "read") -> ClusterUnreachable:
         """The ClusterUnreachable for a failed request `what` (e.g. 'GET /api/v1/pods'); remembered unless 401/403.
 
         After a refused, dropped or 5xx request every later one fails at once with the same words (no retry storm);
@@ -192,7 +218,7 @@ class Cluster:
             observed = f"HTTP {status} {getattr(error, 'reason', '') or ''}".strip()
         else:
             observed = f"{type(_innermost(error)).__name__}: {_innermost(error)}"
-        message = f"{self.where}: cannot read {what}: {cause.meaning} ({observed})"
+        message = f"{self.where}: cannot {verb} {what}: {cause.meaning} ({observed})"
         if cause.kind != "credentials-rejected":
             self._failure = self._failure or message
             self.cause = self.cause or cause
@@ -237,7 +263,7 @@ class Cluster:
             return with_retries(method, *args, **kwargs)
         except Exception as error:
             if is_transport_error(error):
-                raise self.unreachable(error, getattr(method, "__name__", "a request")) from None
+                raise self.unreachable(error, *reversed(call_words(getattr(method, "__name__", ""), args))) from None
             raise
 
     def connect(self) -> Cluster:
