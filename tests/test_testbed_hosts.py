@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import io
 import json
 import os
+import re
+import shlex
 import shutil
 import socket
 import subprocess
+import tarfile
 import tempfile
 import time
 from collections.abc import Iterator
@@ -530,3 +535,79 @@ def test_a_changed_site_never_reaches_the_hosts_the_inventory_copies_its_claims_
                 "nvidia.com/gpu.memory", "nvidia.com/gpu.product", "nvidia.com/mig.capable")
         assert {k: dc01["metadata"]["labels"].get(k) for k in keys} == {k: real[k] for k in keys}
         assert dc01["status"]["nodeInfo"]["architecture"] == "amd64" and dc01["status"]["capacity"]["nvidia.com/gpu"] == "8"
+
+
+# The fake tools through the node's shim server (native/shimserver.py) and, with the server's socket hidden (a mount
+# namespace with an empty /run/dgxspark-testbed), through `python3 -IS <shim>` as before the server: same bytes.
+WITHOUT_SERVER = "unshare -m /bin/bash -c 'mount -t tmpfs none /run/dgxspark-testbed && exec -a bash /bin/bash -c \"$0\"' {}"
+SHIM_CALLS = (
+    "uname -a", "uname -r; uname -m", "uname --bogus", "lsmod", "modinfo -F version nvidia", "modinfo nosuch",
+    "dmesg | tail -n 3", "journalctl -k --no-pager | head -n 2", "journalctl -u rke2-server --no-pager -n 3",
+    "nvidia-smi", "nvidia-smi -L", "nvidia-smi -q | head -n 20", "nvidia-smi --query-gpu=uuid --format=csv,noheader",
+    "systemctl status rke2-server --no-pager", "systemctl is-active docker rke2-server", "systemctl frobnicate",
+    "systemctl list-unit-files --no-pager", "ldconfig -p | grep -c nvidia-ml", "/var/lib/rancher/rke2/bin/ctr version",
+    "cd /tmp && CRI_CONFIG_FILE=/nonexistent /var/lib/rancher/rke2/bin/crictl ps -a", "/var/lib/rancher/rke2/bin/crictl info | head -n 5", "umask 077; nvidia-smi -L",
+    "exec 0</etc/hostname; nvidia-smi -L", "nvidia-smi -L 2>&1 >/dev/null | cat", "env -i /usr/bin/uname -n",
+    "{ nvidia-smi; echo \"rc=$?\" >&2; } | true",
+    "systemctl stop rke2-server; systemctl is-active rke2-server; systemctl start rke2-server; "
+    "cat /usr/lib/dgxspark-testbed/units-changed.json; tail -n 2 /usr/lib/dgxspark-testbed/units-actions.jsonl",
+)
+
+
+# Runs each NUL-separated call of /tmp/shim-calls as the session would (`bash -c`), outputs and status in files of $1.
+CALL_RUNNER = ("mkdir -p \"$1\"; i=0; while IFS= read -r -d '' c; do i=$((i+1)); "
+               "bash -c \"$c\" <&- >\"$1/$i.out\" 2>\"$1/$i.err\" </dev/null; echo $? >\"$1/$i.rc\"; done </tmp/shim-calls")
+
+
+def answers(node: Node, calls: list[str], *options: str) -> list[tuple[int, str, str]]:
+    """Each call's exit status and outputs, nvidia-smi's clock (its first line, `-q`'s Timestamp) aside; through
+    the shim server, then without it."""
+    clock = re.compile(rb"\b(Mon|Tue|Wed|Thu|Fri|Sat|Sun) \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4}\b")
+    runner = f"bash -c {shlex.quote(CALL_RUNNER)}"
+    script = (f"printf '%s\\0' {' '.join(shlex.quote(c) for c in calls)} >/tmp/shim-calls; rm -rf /tmp/shim-out; "
+              f"{runner} run /tmp/shim-out/served && {WITHOUT_SERVER.format(shlex.quote(runner + ' run /tmp/shim-out/direct'))}"
+              " && tar -C /tmp/shim-out -cf - . | base64 -w0")
+    proc = subprocess.run(["ssh", "-F", str(node.ssh_config), *options, node.handle.address, script],
+                          capture_output=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    files = {}
+    with tarfile.open(fileobj=io.BytesIO(base64.b64decode(proc.stdout))) as tar:
+        for member in tar.getmembers():
+            if member.isfile():
+                files[member.name.removeprefix("./")] = clock.sub(b"<clock>", tar.extractfile(member).read())
+    return [tuple((int(files[f"{way}/{i}.rc"]), files[f"{way}/{i}.out"], files[f"{way}/{i}.err"]) for way in ("served", "direct"))
+            for i in range(1, len(calls) + 1)]
+
+
+def test_the_fake_tools_answer_the_same_bytes_through_the_shim_server_as_without_it(healthy: Node) -> None:
+    from pytest_dgxspark import probes
+
+    spec = type("Spec", (), {"gpu": True, "role": "server", "address": healthy.handle.address})()
+    tools = re.compile(rf"\b({'|'.join(map(re.escape, os.listdir(hostfiles.SHIMS_DIR)))})\b")
+    calls = [c.text for c in probes.commands_for(spec, probes.Settings()) if tools.search(c.text)] + list(SHIM_CALLS)
+    assert len(calls) > len(SHIM_CALLS) + 8, calls  # the probes' own calls of the fake tools
+    for options in ((), ("-S", "none", "-o", "SetEnv=LANG=C.UTF-8")):  # a locale: its own worker
+        for call, (served, direct) in zip(calls, answers(healthy, calls, *options)):
+            assert served == direct, (options, call)
+    for call in ("nvidia-smi -L", "uname --bogus", "systemctl status docker --no-pager"):  # a pty
+        served = healthy.ssh(call, 20, "-tt")
+        direct = healthy.ssh(WITHOUT_SERVER.format(shlex.quote(call)), 20, "-tt")
+        assert (served.returncode, served.stdout, served.stderr) == (direct.returncode, direct.stdout, direct.stderr), call
+    workers = healthy.ssh("ps -eo args= | grep '^/usr/bin/python3 -IS /usr/lib/dgxspark-testbed/shim-server worker'").stdout
+    assert sorted(line.split(" worker ")[1].rsplit(" ", 1)[0] for line in workers.splitlines()) == [
+        '[null, null, "C.UTF-8"]', "[null, null, null]"], workers  # one worker per locale (LC_ALL, LC_CTYPE, LANG)
+
+
+def test_a_hanging_tool_runs_under_the_shim_server_and_ends_with_its_caller(tmp_path: Path, keypair: Path, slot: int) -> None:
+    spec = {"driver": {"smi": "hang"}}
+    with running(spec, tmp_path, keypair, slot) as node:
+        children = "ps --no-headers -o pid= --ppid $(pgrep -o -f 'shim-server worker') | wc -l"
+        assert node.ssh(f"nvidia-smi >/dev/null 2>&1 & sleep 1; {children}").stdout == "1\n", "nvidia-smi: the worker's child"
+        calls = ("timeout 1 nvidia-smi", "timeout -s KILL 1 nvidia-smi", "timeout -s INT 1 nvidia-smi 2>/dev/null")
+        both = [how for call in calls for how in (call, WITHOUT_SERVER.format(shlex.quote(call)))]
+        # all at once, each with its own output file: TERM and INT passed on (the child dies of them: 124), the client
+        # killed (so is the child: 137), as without the server
+        script = "".join(f"{{ {how}; echo rc=$?; }} >/tmp/hang-{i} & " for i, how in enumerate(both))
+        ended = node.ssh(f"{script} wait; cat {' '.join(f'/tmp/hang-{i}' for i in range(len(both)))}", 20)
+        assert ended.stdout == "rc=124\nrc=124\nrc=137\nrc=137\nrc=124\nrc=124\n", ended.stderr
+        assert node.ssh(f"pkill -KILL -x nvidia-smi; sleep 0.5; {children}").stdout == "0\n", "no child outlives its client"

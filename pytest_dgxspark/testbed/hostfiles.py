@@ -25,6 +25,8 @@ SHADOWED = ("docker", "nvidia-smi", "containerd", "crictl", "kubectl", "ctr")
 TMPFS_DIRS = ("run", "root")
 # The shims' data and helpers (node.json, nvml.conf, ...): the testbed's own folder, never read by checks.
 STATE_DIR = "/usr/lib/dgxspark-testbed"
+# The Python fake tools the node's shim server runs (native/shimserver.py); each tool's path holds the C client.
+SHIM_SOURCES = f"{STATE_DIR}/shims-py"
 # Self-identification every testbed host carries: one line, the scenario's name (docs/internals.md).
 IDENTITY_FILE = "/etc/dgxspark-testbed"
 # sshd's ForceCommand on hosts with `faults`: counts sessions (one per remote command), adds latency, freezes or
@@ -118,12 +120,17 @@ def _tree_path(path: str) -> str:
     return path.lstrip("/")
 
 
-def _install_shim(root: Path, path: str, shim: str, python: str) -> Path:
+def _install_shim(root: Path, path: str, shim: str, python: str, client: bytes) -> Path:
+    """The tool at `path` is the shim client (native/shimclient.c), which has the node's shim server run the Python
+    shim (shims-py/<tool>, the same name as the tool's) or, without a server, execs `python3 -IS` on it."""
+    if Path(path).name != shim:
+        raise ValueError(f"shim {shim!r} must be installed under its own name, not at {path!r}")
     text = (SHIMS_DIR / shim).read_text()
     first, rest = text.split("\n", 1)
     if not first.startswith("#!"):
         raise RuntimeError(f"shim {SHIMS_DIR / shim} must start with a #! line")
-    return _write(root, path, f"#!{python} -IS\n{rest}", 0o755)
+    _write(root, f"{SHIM_SOURCES}/{shim}", f"#!{python} -IS\n{rest}", 0o755)
+    return _write(root, path, client, 0o755)
 
 
 def system_python() -> str:
@@ -178,6 +185,7 @@ def render(name: str, spec: dict[str, Any], root: Path, *, node_ip: str, prefix:
         shutil.rmtree(root)
     root.mkdir(parents=True)
     python = system_python()
+    client = native.build_shim_client(python, cache_dir).read_bytes()
     context = {"hostname": spec["hostname"], "node_ip": node_ip, "name": name}
     osd, driver = spec["os"], spec["driver"]
     _write(root, "/etc/os-release", nodefiles.os_release(osd))
@@ -201,13 +209,15 @@ def render(name: str, spec: dict[str, Any], root: Path, *, node_ip: str, prefix:
                        ("/usr/bin/dmesg", "dmesg"),
                        ("/usr/bin/journalctl", "journalctl"), ("/var/lib/rancher/rke2/bin/crictl", "crictl"),
                        ("/var/lib/rancher/rke2/bin/ctr", "ctr")):
-        _install_shim(root, path, shim, python)
+        _install_shim(root, path, shim, python, client)
     docker = spec.get("docker") or {}
     if docker.get("installed"):
-        _install_shim(root, "/usr/bin/docker", "docker", python)
+        _install_shim(root, "/usr/bin/docker", "docker", python, client)
         runtimes = {"nvidia": {"args": [], "path": "nvidia-container-runtime"}} if docker.get("nvidia_runtime") else {}
         _write(root, "/etc/docker/daemon.json", json.dumps({"runtimes": runtimes}, indent=4) + "\n" if runtimes else "{}\n")
-    ldconfig_shim = _install_shim(root, f"{state_dir}/shims/ldconfig", "ldconfig", python)
+    ldconfig_shim = _install_shim(root, f"{state_dir}/shims/ldconfig", "ldconfig", python, client)
+    server = (Path(native.__file__).parent / "shimserver.py").read_text()
+    _write(root, f"{state_dir}/shim-server", f"#!{python} -IS\n{server}", 0o755)
     faults = spec.get("faults") or {}
     if faults:
         _write(root, SESSION_WRAPPER, SESSION_SCRIPT, 0o755)

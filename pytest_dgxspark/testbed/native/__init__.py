@@ -48,3 +48,10 @@ def build_nvml_mock(cache_dir: Path | None = None) -> Path:
 def build_sleeper(cache_dir: Path | None = None) -> Path:
     """Compile the daemon stand-in (once per source hash) and return its path."""
     return _build("sleeper.c", "sleeper", [], cache_dir or default_cache_dir())
+
+
+def build_shim_client(python: str, cache_dir: Path | None = None) -> Path:
+    """Compile the shim client (native/shimclient.c) for a node whose python3 is `python` and return its path."""
+    if not python.startswith("/") or '"' in python or "\\" in python:
+        raise ValueError(f"the shim client's python must be an absolute path without quotes, got {python!r}")
+    return _build("shimclient.c", "shimclient", [f'-DSHIM_PYTHON="{python}"'], cache_dir or default_cache_dir())

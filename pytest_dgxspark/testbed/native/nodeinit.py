@@ -18,6 +18,10 @@ import sys
 import threading
 import traceback
 
+SHIM_SOURCES = "/usr/lib/dgxspark-testbed/shims-py"
+SHIM_SOCKET = "/run/dgxspark-testbed/shims.sock"
+SHIM_SERVER = "/usr/lib/dgxspark-testbed/shim-server"  # native/shimserver.py under the shims' #! line
+
 
 def sh(*args: str) -> None:
     proc = subprocess.run(list(args), capture_output=True, text=True)
@@ -67,6 +71,20 @@ def serve(path: str) -> None:
     threading.Thread(target=loop, daemon=True).start()
 
 
+def start_shim_server(env: dict) -> None:
+    """The fake tools' server (shimserver.py), listening before any session can call a tool; not one of the node's
+    processes (pids): the tools work without it, a little slower."""
+    os.makedirs(os.path.dirname(SHIM_SOCKET), exist_ok=True)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    sock.bind(SHIM_SOCKET)
+    sock.listen(128)
+    log = open("/run/dgxspark-testbed/shim-server.log", "ab")
+    subprocess.Popen([SHIM_SERVER, str(sock.fileno())], env=env, cwd="/", pass_fds=[sock.fileno()],
+                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)
+    sock.close()
+    log.close()
+
+
 def setup(plan: dict) -> list[int]:
     tree, rw = plan["tree"], plan["rw"]
     os.makedirs(rw, exist_ok=True)
@@ -94,6 +112,8 @@ def setup(plan: dict) -> list[int]:
         serve(path)
     env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root"}
     pids = []
+    if os.path.exists(SHIM_SERVER):
+        start_shim_server(env)
     for proc in plan["processes"]:
         child_env = dict(env, DGXSPARK_LISTEN=":".join(proc["listen"])) if proc["listen"] else env
         child = subprocess.Popen(proc["argv"], executable=proc["exe"], env=child_env, cwd="/",
