@@ -67,6 +67,8 @@ def pytest_configure(config: pytest.Config) -> None:
     for layer in LAYERS:
         config.addinivalue_line("markers", f"{layer.replace('-', '_')}: checks of the {layer} layer "
                                 "(applied from the rule's layer)")
+    config.addinivalue_line("markers", "gpu_host: the check applies to GPU hosts only: on an inventory host with "
+                            "dgxspark_gpu: false it is N/A, decided before anything connects (never blocked)")
     config.addinivalue_line("markers", "gpu: the GPU chain (host driver, NVML, driver source, GPU injection, "
                             "GPU Operator, device plugin, allocatable, workload): `pytest -m gpu` after an upgrade")
     try:
@@ -152,7 +154,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if state is None or rule is None:
         return
     # Applicability is decided from the site before blocking: a rule that does not apply is never `blocked`.
-    reason = state.inapplicable.get(rule)
+    reason = state.inapplicable.get(rule) or _not_a_gpu_host(item, state)
     if reason:
         item.stash[not_applicable_key] = reason
         raise NotApplicable(reason)
@@ -166,6 +168,18 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if blockers:
         item.stash[blocked_by_key] = blockers
         pytest.skip(BLOCKED_PREFIX + ", ".join(blockers))
+
+
+def _not_a_gpu_host(item: pytest.Item, state: RunState) -> str | None:
+    """Why a `gpu_host` check does not apply to the host of its parameter (the inventory says so), else None: known
+    before the host is reached, so an SSH fault of a CPU-only host never turns its GPU checks into BLOCKED."""
+    if item.get_closest_marker("gpu_host") is None:
+        return None
+    callspec = getattr(item, "callspec", None)
+    host = callspec.params.get("host_spec") if callspec is not None else None
+    if host is None or str(host) in state.targets.gpu_host_names:
+        return None
+    return f"{host} is not a GPU host (dgxspark_gpu: false)"
 
 
 @pytest.hookimpl(wrapper=True)

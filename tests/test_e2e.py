@@ -118,23 +118,44 @@ def scenario_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
     if "test_every_judged_rule_is_a_root_cause_in_some_bundled_scenario_run" in selected(request):
         wanted = bundled_scenarios()  # the coverage test reads every scenario's run
     runs = {name: (lambda _folder, name=name: ("--testbed", name)) for name in bundled_scenarios()}
-    if "test_a_host_frozen_mid_run_ends_incomplete_with_the_freeze_named_within_the_command_limit" in selected(request):
-        wanted, runs[FROZEN_HOST] = [FROZEN_HOST, *wanted], frozen_host_run  # the longest run first
+    for test_name, (key, run) in FAULT_RUNS.items():  # runs of faulted scenarios, in the same pool, longest first
+        if test_name in selected(request):
+            wanted, runs[key] = [key, *wanted], run
     return run_selected(tmp_path_factory, wanted, runs)
 
 
-FROZEN_HOST = "frozen-host"
 EXIT_INCOMPLETE = 8
+
+
+def fault_scenario(folder: Path, extends: str, body: str) -> str:
+    """A scenario directory in the run's folder extending `extends` with `body` (YAML), no expectations of its own."""
+    scn = folder / "scn"
+    scn.mkdir()
+    (scn / "scenario.yaml").write_text(f"description: fault run\nextends: {extends}\n{body}"
+                                       "expect: {rules: {}, root_causes: []}\n")
+    return str(scn)
 
 
 def frozen_host_run(folder: Path) -> tuple[str, ...]:
     """healthy, whose host freezes after the master's `true`: the gathering round hangs for good (TCP up); a 3 s
     command and nvidia-smi limit make the round's limit 13 s and the wait for the frozen host 43 s, not 100."""
-    scn = folder / "scn"
-    scn.mkdir()
-    (scn / "scenario.yaml").write_text("description: frozen host\nextends: healthy\nnodes:\n  gpu-01:\n    host:\n"
-                                       "      faults: {freeze_after: 1}\nexpect: {rules: {}, root_causes: []}\n")
-    return "--testbed", str(scn), "--dgxspark-command-timeout", "3", "--dgxspark-smi-timeout", "3"
+    body = "nodes:\n  gpu-01:\n    host:\n      faults: {freeze_after: 1}\n"
+    return ("--testbed", fault_scenario(folder, "healthy", body), "--dgxspark-command-timeout", "3",
+            "--dgxspark-smi-timeout", "3")
+
+
+def cpu_host_dropped_run(folder: Path) -> tuple[str, ...]:
+    """two-node, whose CPU-only agent drops its SSH connection at the first gathering round."""
+    return "--testbed", fault_scenario(folder, "two-node", "nodes:\n  cpu-01:\n    host:\n      faults: {drop_after: 1}\n")
+
+
+FROZEN_HOST, CPU_HOST_DROPPED = "frozen-host", "cpu-host-dropped"
+FAULT_RUNS = {
+    "test_a_host_frozen_mid_run_ends_incomplete_with_the_freeze_named_within_the_command_limit":
+        (FROZEN_HOST, frozen_host_run),
+    "test_a_cpu_only_host_that_drops_ssh_leaves_the_gpu_chain_judged_and_its_gpu_checks_not_applicable":
+        (CPU_HOST_DROPPED, cpu_host_dropped_run),
+}
 
 
 @pytest.mark.parametrize("name", bundled_scenarios())
@@ -202,6 +223,22 @@ def test_a_host_frozen_mid_run_ends_incomplete_with_the_freeze_named_within_the_
     assert cause["fix_ko"] == "호스트 콘솔에서 멈춤, 메모리 부족, 네트워크 단절을 확인하고 응답하면 다시 실행한다."
     assert "NVML" not in proc.stdout and "Traceback" not in proc.stdout and "pytest_dgxspark/" not in proc.stdout
     assert "dgxspark: INCOMPLETE, scope: full (SIMULATED)" in proc.stdout
+    assert_torn_down(tmp_path)
+
+
+def test_a_cpu_only_host_that_drops_ssh_leaves_the_gpu_chain_judged_and_its_gpu_checks_not_applicable(scenario_runs):
+    tmp_path, proc, doc = result_of(scenario_runs, CPU_HOST_DROPPED)
+    assert doc["verdict"] == "INCOMPLETE" and proc.returncode == EXIT_INCOMPLETE, proc.stdout[-3000:]
+    assert [(d["rule"], d["target"], d["cause"]) for d in doc["root_cause_details"]] == [
+        ("ADR-0002.host-static-ip", "ssh:cpu-01", "dropped")]
+    statuses = {r["id"]: r["status"] for r in doc["rules"]}
+    gpu_chain = ("ADR-0002.host-driver", "ADR-0002.host-nvml", "ADR-0002.driver-source", "ADR-0002.gpu-injection",
+                 "ADR-0002.allocatable", "ADR-0002.cuda-sample")
+    assert {rid: statuses[rid] for rid in gpu_chain} == {rid: "passed" for rid in gpu_chain}  # judged on gpu-01
+    cpu = {t["nodeid"].split("::")[-1]: (t["outcome"], t["message"]) for r in doc["rules"] for t in r["tests"]
+           if r["id"] in gpu_chain and t["nodeid"].endswith("[cpu-01]")}
+    assert cpu and set(cpu.values()) == {("not-applicable", "cpu-01 is not a GPU host (dgxspark_gpu: false)")}
+    assert statuses["ADR-0001.rke2-service"] == "blocked"  # cpu-01's own service: unverified, never N/A
     assert_torn_down(tmp_path)
 
 

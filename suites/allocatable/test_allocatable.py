@@ -13,6 +13,7 @@ from pytest_dgxspark.probes.nvidia_driver import SMI_LIST_TIMEOUT_S, Driver
 
 
 @pytest.mark.rule("ADR-0002.allocatable")
+@pytest.mark.gpu_host
 def test_node_exposes_the_hosts_gpus(host_target: HostTarget, host_node: dict[str, Any], nvidia_driver_probe: Driver,
                                      evidence: Any) -> None:
     if not host_target.spec.gpu:

@@ -81,6 +81,7 @@ def driver_source(host_target: HostTarget, nvidia_driver_probe: Driver, host_nod
 
 
 @pytest.mark.rule("ADR-0002.driver-source")
+@pytest.mark.gpu_host
 def test_exactly_one_driver_source(host_target: HostTarget, driver_source: DriverSources) -> None:
     found = driver_source
     if found.preinstalled:
@@ -101,6 +102,7 @@ def test_exactly_one_driver_source(host_target: HostTarget, driver_source: Drive
 
 
 @pytest.mark.rule("ADR-0002.driver-source")
+@pytest.mark.gpu_host
 def test_operator_driver_label_names_the_driver_source(host_target: HostTarget, driver_source: DriverSources) -> None:
     found = driver_source
     if not found.driver_enabled:

@@ -38,6 +38,7 @@ def _needs_open_modules(host_target: HostTarget, host_models: str) -> bool:
 
 
 @pytest.mark.rule("ADR-0002.host-driver")
+@pytest.mark.gpu_host
 def test_nvidia_kernel_module_is_loaded(host_target: HostTarget, nvidia_driver_probe: Driver, evidence: Any) -> None:
     if not host_target.spec.gpu:
         not_applicable(f"{host_target.name} is not a GPU host (dgxspark_gpu: false)")
@@ -54,6 +55,7 @@ def test_nvidia_kernel_module_is_loaded(host_target: HostTarget, nvidia_driver_p
 
 
 @pytest.mark.rule("ADR-0002.host-driver")
+@pytest.mark.gpu_host
 def test_driver_version_file_shows_the_right_flavour(host_target: HostTarget, nvidia_driver_probe: Driver,
                                                     evidence: Any) -> None:
     if not host_target.spec.gpu:
@@ -85,6 +87,7 @@ def rm_init_failures(host_target: HostTarget, driver: Driver, evidence: Any) -> 
 
 
 @pytest.mark.rule("ADR-0002.host-driver")
+@pytest.mark.gpu_host
 def test_nvidia_smi_answers_in_time(host_target: HostTarget, nvidia_driver_probe: Driver, smi_timeout_s: int,
                                     evidence: Any) -> None:
     if not host_target.spec.gpu:

@@ -16,6 +16,7 @@ PYTHON_NOT_INSTALLED = 127
 
 
 @pytest.mark.rule("ADR-0002.host-nvml")
+@pytest.mark.gpu_host
 def test_libnvidia_ml_resolves(host_target: HostTarget, nvml_probe: Nvml, evidence: Any) -> None:
     if not host_target.spec.gpu:
         not_applicable(f"{host_target.name} is not a GPU host (dgxspark_gpu: false)")
@@ -32,6 +33,7 @@ def test_libnvidia_ml_resolves(host_target: HostTarget, nvml_probe: Nvml, eviden
 
 
 @pytest.mark.rule("ADR-0002.host-nvml")
+@pytest.mark.gpu_host
 def test_nvml_initialises_and_counts_gpus(host_target: HostTarget, nvml_probe: Nvml, evidence: Any) -> None:
     if not host_target.spec.gpu:
         not_applicable(f"{host_target.name} is not a GPU host (dgxspark_gpu: false)")

@@ -50,6 +50,7 @@ def _containerd_config(host_target: HostTarget, runtime: Runtime, evidence: Any)
 
 
 @pytest.mark.rule("ADR-0002.gpu-injection")
+@pytest.mark.gpu_host
 def test_gpu_injection_goes_through_rke2_containerd(
     host_target: HostTarget, host_node: dict[str, Any], containerd_probe: Runtime, kubelet: Any, cluster: Any,
     site_values: dict[str, Any], evidence: Any,
@@ -110,6 +111,7 @@ def _past_init(pod: dict[str, Any]) -> bool:
 
 
 @pytest.mark.rule("ADR-0002.gpu-injection")
+@pytest.mark.gpu_host
 def test_toolkit_nri_plugin_and_cdi_specs_serve_the_node(
     host_target: HostTarget, host_node: dict[str, Any], containerd_probe: Runtime, cluster: Any,
     site_values: dict[str, Any], operator_namespace: str, evidence: Any,
