@@ -37,10 +37,17 @@ SESSION_SCRIPT = r"""#!/bin/bash
 . /usr/lib/dgxspark-testbed/faults.env
 exec 9>>/run/dgxspark-testbed-commands.lock
 flock 9
-n=$(( $(cat /run/dgxspark-testbed-commands 2>/dev/null || echo 0) + 1 ))
+# builtins only up to the command (no cat, printf or sleep process per session): the wait is read's timeout on a
+# FIFO nobody writes (made by the node's PID 1)
+n=0
+read -r n 2>/dev/null </run/dgxspark-testbed-commands
+n=$(( ${n:-0} + 1 ))
 echo "$n" > /run/dgxspark-testbed-commands
 exec 9>&-
-if [ "${LATENCY_MS:-0}" -gt 0 ]; then sleep "$(printf '%d.%03d' $((LATENCY_MS / 1000)) $((LATENCY_MS % 1000)))"; fi
+if [ "${LATENCY_MS:-0}" -gt 0 ]; then
+  printf -v wait '%d.%03d' $((LATENCY_MS / 1000)) $((LATENCY_MS % 1000))
+  read -r -t "$wait" -u 8 _ 8<>/run/dgxspark-testbed-latency.fifo
+fi
 if [ -n "$FREEZE_AFTER" ] && [ "$n" -gt "$FREEZE_AFTER" ]; then exec sleep infinity; fi
 if [ -n "$DROP_AFTER" ] && [ "$n" -gt "$DROP_AFTER" ]; then
   for p in /proc/[0-9]*; do

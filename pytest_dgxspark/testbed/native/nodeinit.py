@@ -96,6 +96,7 @@ def setup(plan: dict) -> list[int]:
         sh("mount", "-t", "tmpfs", "-o", f"mode={mode},nosuid,nodev", top, f"/{top}")
         shutil.copytree(f"{tree}/{top}", f"/{top}", symlinks=True, dirs_exist_ok=True)
     os.makedirs("/run/lock", mode=0o1777, exist_ok=True)
+    os.mkfifo("/run/dgxspark-testbed-latency.fifo", 0o600)  # the SSH session wrapper's wait (hostfiles.SESSION_SCRIPT)
     if os.path.isdir("/proc/driver"):  # the host's /proc/driver (nvidia included) is never the node's
         sh("mount", "-t", "tmpfs", "-o", "mode=0555", "driver", "/proc/driver")
     if plan["proc_driver"]:
