@@ -1,4 +1,5 @@
-"""A failed client call is named in plain words (what the run tried on which object), never a client method name."""
+"""A failed client call is named in plain words (what the run tried on which object), never a client method name;
+an API that throttles (429) is said to throttle, not to fail."""
 from __future__ import annotations
 
 import pytest
@@ -30,3 +31,14 @@ def test_a_call_to_a_dead_api_says_what_it_tried_in_plain_words(tmp_path):
     assert ": cannot list the pods in namespace dgxspark-cuda-1: nothing accepts connections on the API server " \
            "address (" in str(info.value)
     assert "list_namespaced_pod" not in str(info.value)
+
+
+def test_an_api_that_keeps_answering_429_is_throttling_not_a_server_error():
+    from kubernetes.client.exceptions import ApiException
+
+    from pytest_dgxspark.targets_conn.causes import api_cause
+
+    cause = api_cause(ApiException(status=429, reason="Too Many Requests"))
+    assert cause.kind == "throttled" and cause.meaning.startswith("the API kept answering 429 Too Many Requests")
+    assert "apiserver_flowcontrol_rejected_requests_total" in cause.fix and "etcd" not in cause.fix
+    assert api_cause(ApiException(status=503, reason="Service Unavailable")).kind == "server-error"

@@ -89,6 +89,13 @@ API_CAUSES: dict[str, Cause] = {c.kind: c for c in (
     Cause("server-error", "the API answered with server errors after bounded retries",
           "Read the kube-apiserver and etcd logs on the server node (/var/log/pods/kube-system_kube-apiserver-*).",
           "서버 노드의 kube-apiserver와 etcd 로그(/var/log/pods/kube-system_kube-apiserver-*)를 확인한다."),
+    Cause("throttled", "the API kept answering 429 Too Many Requests (it throttles this client) after bounded retries",
+          "The API server's flow control rejected the run's requests: check the server node's load and which clients "
+          "flood kube-apiserver (kubectl get --raw /metrics | grep apiserver_flowcontrol_rejected_requests_total); "
+          "rerun when it answers.",
+          "API 서버의 flow control이 실행의 요청을 거절했다. 서버 노드 부하와 kube-apiserver에 요청을 쏟아내는 클라이언트"
+          "(kubectl get --raw /metrics | grep apiserver_flowcontrol_rejected_requests_total)를 확인하고 응답하면 다시 "
+          "실행한다."),
     Cause("timeout", "the API accepted the connection but did not answer in time",
           "Check the server node's load and the API server's health (kubectl get --raw /readyz?verbose).",
           "서버 노드 부하와 API 서버 상태(kubectl get --raw /readyz?verbose)를 확인한다."),
@@ -130,6 +137,8 @@ def api_cause(error: BaseException) -> Cause:
     if isinstance(status, int) and status:
         if status in (401, 403):
             return API_CAUSES["credentials-rejected"]
+        if status == 429:
+            return API_CAUSES["throttled"]
         return API_CAUSES["server-error"]
     chain = _chain(error)
     if any(isinstance(e, (ssl.SSLError, urllib3.exceptions.SSLError)) for e in chain):
