@@ -65,3 +65,21 @@ def test_a_junit_file_that_already_agrees_is_left_as_it_is(tmp_path):
     path.write_text(text)
     assert agree(path) == 0
     assert path.read_text() == text
+
+
+def test_a_junit_file_that_cannot_be_rewritten_is_kept_and_the_run_says_so(pytester, suite, monkeypatch):
+    suite("all", SUITE)
+    import errno
+
+    import pytest_dgxspark.report.junitagree as junitagree
+
+    def full(path, text):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(junitagree, "write_atomic", full)  # pytester runs in this process
+    result = pytester.runpytest(*SITE_ARGS)
+    result.stdout.fnmatch_lines(["dgxspark bundle: junit.xml kept as pytest wrote it (<failure>/<error> by phase, the "
+                                 "dgxspark_status property is right): [[]Errno 28[]] No space left on device"])
+    cases = junit_cases(pytester.path / "out" / "latest" / "junit.xml")
+    assert cases["test_reach"][:2] == ("error", "failure")  # pytest's file, unchanged
+    assert json.loads((pytester.path / "out" / "latest" / "results.json").read_text())["verdict"] == "REJECTED"

@@ -17,6 +17,7 @@ from pytest_dgxspark.report.drift import compute_drift
 from pytest_dgxspark.report.messages import LANGS
 
 bundle_key = pytest.StashKey[bool]()
+junit_kept_key = pytest.StashKey[str]()  # why junit.xml could not be brought in line with results.json
 # Options after which pytest does not run tests: no bundle then.
 _NO_RUN_OPTIONS = ("help", "version", "collectonly", "markers", "showfixtures", "show_fixtures_per_test",
                    "dgxspark_rules")
@@ -102,7 +103,12 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
         from pytest_dgxspark.report.junitagree import agree
 
-        agree(Path(os.path.expandvars(os.path.expanduser(config.option.xmlpath))))
+        path = Path(os.path.expandvars(os.path.expanduser(config.option.xmlpath)))
+        try:
+            agree(path)
+        except (OSError, SyntaxError) as exc:  # a full disk, or a file junitxml did not finish: it stays as written
+            config.stash[junit_kept_key] = (f"{path.name} kept as pytest wrote it (<failure>/<error> by phase, the "
+                                            f"dgxspark_status property is right): {exc}")
 
 
 @pytest.hookimpl(trylast=True)
@@ -122,6 +128,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         _say(config, f"dgxspark bundle: {note}", red=False)
     for problem in outcome.problems:
         _say(config, f"dgxspark bundle ERROR: {problem}", red=True)
+    if junit_kept_key in config.stash:
+        _say(config, f"dgxspark bundle: {config.stash[junit_kept_key]}", red=True)
 
 
 def _say(config: pytest.Config, line: str, red: bool) -> None:
