@@ -78,6 +78,16 @@ def _a_missing_rke2_unit_is_said_to_not_exist(tmp_path: Path) -> tuple[str, ...]
     return ("--testbed", name)
 
 
+def _a_host_without_systemd_cannot_run_the_rke2_unit(tmp_path: Path) -> tuple[str, ...]:
+    # systemctl's own words when PID 1 is not systemd (as in a container; measured on this project's CI machine)
+    no_systemd = {"stdout": "", "rc": 1, "stderr": "System has not been booted with systemd as init system (PID 1). "
+                  "Can't operate.\nFailed to connect to bus: Host is down\n"}
+    show = "systemctl show -p LoadState,ActiveState,SubState,UnitFileState,ActiveEnterTimestamp {}.service"
+    name = scenario(tmp_path, {"description": "PID 1 is not systemd", "extends": "healthy", "nodes": {"gpu-01": {
+        "host": {"outputs": {show.format(u): no_systemd for u in ("rke2-server", "rke2-agent")}}}}})
+    return ("--testbed", name)
+
+
 def _the_wrong_driver_flavour_claims_only_what_was_seen(tmp_path: Path) -> tuple[str, ...]:
     name = scenario(tmp_path, {"description": "proprietary, nvidia-smi answers", "extends": "healthy",
                                "nodes": {"gpu-01": {"host": {"driver": {"flavour": "proprietary"}}}}})
@@ -167,6 +177,7 @@ RUNS: dict[str, Callable[[Path], tuple[str, ...]]] = {f"test{run.__name__}": run
     _no_finding_carries_assertion_introspection_or_object_reprs,
     _nvidia_smi_exit_127_says_it_is_not_installed,
     _a_missing_rke2_unit_is_said_to_not_exist,
+    _a_host_without_systemd_cannot_run_the_rke2_unit,
     _the_wrong_driver_flavour_claims_only_what_was_seen,
     _no_kubelet_process_is_an_error_of_the_docker_check_not_a_pass,
     _an_unparsable_runtime_version_is_an_error_not_a_pass,
@@ -239,6 +250,16 @@ def test_a_missing_rke2_unit_is_said_to_not_exist(finding_runs, request):
     [message] = messages(doc, "ADR-0001.rke2-service")
     assert message.startswith("rke2-server.service does not exist on gpu-01 (")
     assert message.endswith("RKE2 is not installed for role server; run make rke2/server/install")
+
+
+def test_a_host_without_systemd_cannot_run_the_rke2_unit(finding_runs, request):
+    tmp_path, _, doc = result_of(finding_runs, request.node.name)
+    assert rule(doc, "ADR-0001.rke2-service")["status"] == "failed"  # an observation, never "unreadable"
+    [message] = messages(doc, "ADR-0001.rke2-service")
+    assert message.endswith(": systemd is not running (systemctl: 'System has not been booted with systemd as init "
+                            "system (PID 1). Can't operate.'): gpu-01 was not booted with systemd, so RKE2's "
+                            "rke2-server.service cannot run there")
+    assert doc["root_causes"][:1] == ["ADR-0001.rke2-service"] and doc["not_judged"] == []
 
 
 def test_the_wrong_driver_flavour_claims_only_what_was_seen(finding_runs, request):

@@ -12,6 +12,8 @@ from pytest_dgxspark.probes.rke2 import Rke2Host, parse_unit_show, unit_show
 
 NOT_INSTALLED = 127
 
+# systemctl's words when PID 1 is not systemd (a container, a chroot): an observation, never unreadable output
+NO_SYSTEMD = "System has not been booted with systemd as init system"
 
 def unit_state(host_target: HostTarget, rke2_probe: Rke2Host, evidence: Any, unit: str) -> dict[str, str]:
     """systemd's own view of a unit (`systemctl show`): LoadState not-found means the unit does not exist."""
@@ -19,6 +21,10 @@ def unit_state(host_target: HostTarget, rke2_probe: Rke2Host, evidence: Any, uni
     require(shown.rc != NOT_INSTALLED, (
         f"{host_target.where}: systemctl is not installed (exit 127): {host_target.name} is not a systemd host, so "
         f"RKE2's {unit}.service cannot run there"
+    ))
+    require(NO_SYSTEMD not in (shown.stderr or ""), (
+        f"{host_target.where}: systemd is not running (systemctl: '{NO_SYSTEMD} (PID 1). Can't operate.'): "
+        f"{host_target.name} was not booted with systemd, so RKE2's {unit}.service cannot run there"
     ))
     state = parse_unit_show(shown.stdout)
     if shown.rc != 0 or "LoadState" not in state:
