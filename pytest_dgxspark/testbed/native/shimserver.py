@@ -213,13 +213,15 @@ class Worker:
         import io
         import time
 
+        # the worker's dispositions are the defaults but for the interpreter's own (set again below): only those and
+        # the caller's ignored ones need a sigaction (Python's table is the worker's true state; nothing else sets any)
         for sig in signal.valid_signals():
-            if sig in (signal.SIGKILL, signal.SIGSTOP):
-                continue
-            try:
-                signal.signal(sig, signal.SIG_IGN if request["ignored"] >> sig & 1 else signal.SIG_DFL)
-            except (OSError, ValueError):
-                pass
+            want = signal.SIG_IGN if request["ignored"] >> sig & 1 else signal.SIG_DFL
+            if sig not in (signal.SIGKILL, signal.SIGSTOP) and signal.getsignal(sig) not in (want, None):
+                try:
+                    signal.signal(sig, want)
+                except (OSError, ValueError):
+                    pass
         self.selector.close()
         self.handoff.close()
         for pidfd, conn in self.running.values():
@@ -232,12 +234,16 @@ class Worker:
             if fd > 2:
                 os.close(fd)
         os.umask(request["umask"])
-        os.environ.clear()
-        os.environ.update(request["env"])
+        env = dict(request["env"])
         for key, value in self.coerced.items():
             if value is None:
-                os.environ.pop(key, None)
+                env.pop(key, None)
             else:
+                env[key] = value
+        for key in [k for k in os.environ if k not in env]:  # only the differences: clear() is quadratic
+            del os.environ[key]
+        for key, value in env.items():
+            if os.environ.get(key) != value:
                 os.environ[key] = value
         time.tzset()
         streams = []
