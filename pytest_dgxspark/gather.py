@@ -114,7 +114,7 @@ def batch_command(commands: Iterable[Command]) -> str:
 def limited(commands: Iterable[Command], settings: probes.Settings) -> list[Command]:
     """`commands` at most at the run's command limit (--dgxspark-command-timeout, `Settings.limit`): the round's
     limit, and so the wait for a frozen host, follows it."""
-    return [replace(c, timeout_s=settings.limit(c.timeout_s)) for c in commands]
+    return [replace(c, timeout_s=settings.limit(c.timeout_s, c.keep_limit)) for c in commands]
 
 
 def batch_timeout(commands: Iterable[Command]) -> int:

@@ -24,6 +24,7 @@ class Command:
 
     text: str
     timeout_s: int = COMMAND_TIMEOUT_S
+    keep_limit: bool = False  # a limit an option of its own sets (nvidia-smi's): never capped at the command limit
 
 
 @dataclass(frozen=True)
@@ -33,12 +34,12 @@ class Settings:
     smi_timeout_s: int = 30
     command_timeout_s: int = COMMAND_TIMEOUT_S  # --dgxspark-command-timeout: the longest a host command may run
 
-    def limit(self, timeout_s: int | None = None) -> int:
-        """A command's limit on the host: its probe's own, at most the run's command limit; nvidia-smi's limit
-        (--dgxspark-smi-timeout) is kept, as its expiry is the hang that option times."""
+    def limit(self, timeout_s: int | None = None, keep: bool = False) -> int:
+        """A command's limit on the host: its probe's own, at most the run's command limit; a kept limit (nvidia-smi's
+        --dgxspark-smi-timeout, whose expiry is the hang that option times) is never capped."""
         if timeout_s is None:
             return self.command_timeout_s
-        return timeout_s if timeout_s == self.smi_timeout_s else min(timeout_s, self.command_timeout_s)
+        return timeout_s if keep else min(timeout_s, self.command_timeout_s)
 
 
 # The probe every run gathers: identity (is this a testbed?) and provenance read it, whatever was selected.
@@ -63,9 +64,9 @@ class Reading:
         self.target = target
         self.settings = settings
 
-    def answer(self, text: str, timeout_s: int | None = None) -> Any:
+    def answer(self, text: str, timeout_s: int | None = None, keep_limit: bool = False) -> Any:
         """The CommandResult of one command on this host."""
-        return self.target.cached(text, timeout=self.settings.limit(timeout_s))
+        return self.target.cached(text, timeout=self.settings.limit(timeout_s, keep_limit))
 
 
 def modules() -> tuple[Any, ...]:

@@ -33,7 +33,8 @@ def commands(spec: Any, settings: Settings) -> tuple[Command, ...]:
     return (
         Command(DRIVER_VERSION_FILE), Command(LSMOD), Command(PROC_GPUS), Command(GPU_MODELS), Command(KERNEL_LOG_NVRM),
         Command(HOST_DRIVER_PROBE), Command(DRIVER_READY), Command(SMI_LIST, SMI_LIST_TIMEOUT_S),
-        Command(SMI_QUERY, settings.smi_timeout_s), Command(SMI_HEADER, settings.smi_timeout_s),
+        Command(SMI_QUERY, settings.smi_timeout_s, keep_limit=True),
+        Command(SMI_HEADER, settings.smi_timeout_s, keep_limit=True),
     )
 
 
@@ -172,7 +173,7 @@ class Driver(Reading):
 
     @property
     def smi_query(self) -> Any:
-        return self.answer(SMI_QUERY, self.settings.smi_timeout_s)
+        return self.answer(SMI_QUERY, self.settings.smi_timeout_s, keep_limit=True)
 
     @cached_property
     def smi_rows(self) -> tuple[dict[str, str | None], ...]:
@@ -181,7 +182,7 @@ class Driver(Reading):
 
     @property
     def smi_header(self) -> Any:
-        return self.answer(SMI_HEADER, self.settings.smi_timeout_s)
+        return self.answer(SMI_HEADER, self.settings.smi_timeout_s, keep_limit=True)
 
     @property
     def smi_list(self) -> Any:
