@@ -164,11 +164,12 @@ int main(int argc, char **argv) {
     struct sockaddr_un address = {.sun_family = AF_UNIX, .sun_path = SHIM_SOCKET};
     int cwd, status;
 
-    if (n <= 0) {
-        fprintf(stderr, "dgxspark shim client: cannot read /proc/self/exe: %s\n", strerror(errno));
-        return 127;
-    }
-    exe[n] = '\0';
+    if (n > 0)
+        exe[n] = '\0';
+    else if (getauxval(AT_EXECFN)) /* no /proc: the name it was executed as */
+        snprintf(exe, sizeof exe, "%s", (const char *)getauxval(AT_EXECFN));
+    else
+        snprintf(exe, sizeof exe, "%s", argc > 0 ? argv[0] : "");
     name = strrchr(exe, '/') ? strrchr(exe, '/') + 1 : exe;
     for (int fd = 0; fd < 3; fd++)
         if (fcntl(fd, F_GETFD) < 0)
