@@ -19,7 +19,12 @@ SUITE = (
     f"    {SSH_FAULT}\n\n"
     "@pytest.mark.rule('ADR-0001.node-metadata')\ndef test_node(no_node):\n    pass\n\n"
     "@pytest.mark.rule('ADR-0001.cni-cilium')\ndef test_cni():\n    assert False, 'the CNI is canal, not cilium'\n\n"
-    "@pytest.mark.rule('ADR-0001.rke2-config')\ndef test_config():\n    pass\n"
+    "@pytest.mark.rule('ADR-0001.rke2-config')\ndef test_config():\n    pass\n\n"
+    "from pytest_dgxspark.targets_conn.causes import API_CAUSES\n\n"
+    "@pytest.fixture\ndef dead_api():\n"
+    "    raise TargetError('Kubernetes API of context x: cannot read GET /api/v1/nodes: refused', "
+    "target='api:tirosh-home/rke2/gpu', cause=API_CAUSES['refused'])\n\n"
+    "@pytest.mark.rule('ADR-0002.cuda-sample')\ndef test_setup_fault(dead_api):\n    pass\n"
 )
 
 
@@ -40,15 +45,18 @@ def test_junit_elements_follow_the_results_json_status_of_every_test(pytester, s
     run = pytester.path / "out" / "latest"
     outcomes = {t["nodeid"].split("::")[1]: t["outcome"]
                 for r in json.loads((run / "results.json").read_text())["rules"] for t in r["tests"]}
-    assert outcomes == {"test_reach": "error", "test_node": "failed", "test_cni": "failed", "test_config": "passed"}
+    assert outcomes == {"test_reach": "error", "test_node": "failed", "test_cni": "failed", "test_config": "passed",
+                        "test_setup_fault": "error"}
     cases = junit_cases(run / "junit.xml")
     assert cases["test_reach"][:2] == ("error", "error")
     assert cases["test_reach"][2].startswith("gpu-01 (10.0.0.21:22): cannot read the host over SSH: nothing accepts")
     assert cases["test_node"] == ("failed", "failure", "Failed: the cluster has no Node named gpu-01")
     assert cases["test_cni"][:2] == ("failed", "failure")
     assert cases["test_config"] == ("passed", None, None)
+    assert cases["test_setup_fault"][:2] == ("error", "error")  # pytest: 'failed on setup with "..."'
+    assert cases["test_setup_fault"][2].startswith("Kubernetes API of context x: cannot read GET /api/v1/nodes: refused")
     testsuite = ET.parse(run / "junit.xml").getroot().find("testsuite")
-    assert (testsuite.get("errors"), testsuite.get("failures"), testsuite.get("tests")) == ("1", "2", "4")
+    assert (testsuite.get("errors"), testsuite.get("failures"), testsuite.get("tests")) == ("2", "2", "5")
     # the bundle's manifest covers the file as rewritten
     manifest = (run / "MANIFEST.sha256").read_text()
     import hashlib
