@@ -5,7 +5,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import date
 
-from pytest_dgxspark.attribution import attribute_symptoms, attribute_unreachable, breaks
+from pytest_dgxspark.attribution import attribute_symptoms, attribute_unreachable, breaks, connectivity_rule
 from pytest_dgxspark.outcome import BROKEN, UNREADABLE_FIX, UNREADABLE_FIX_KO, TestRecord, Waiver, rule_status
 from pytest_dgxspark.rules import LAYERS, Catalog
 from pytest_dgxspark.scope import Scope
@@ -116,7 +116,7 @@ def fold(
         and not any(statuses[a] in BROKEN and breaks(by_rule[a], (reaches or {}).get(r.id))
                     for a in catalog.ancestors(r.id))
     ]
-    broken = [_detail(catalog, rid, statuses[rid], by_rule[rid]) for rid in first_broken]
+    broken = [_detail(catalog, rid, statuses[rid], by_rule[rid], management_context) for rid in first_broken]
     # An error that is not a judged failure and had nothing unreachable behind it is never a root cause: it is
     # listed apart (not_judged) with what could not be read and what to do.
     details = tuple(d for d in broken if d.kind in ROOT_CAUSE_KINDS)
@@ -144,9 +144,13 @@ NOT_VERIFIABLE_FIX = ("The ADR requires this rule: give the run what it needs to
 NOT_VERIFIABLE_FIX_KO = "ADR이 요구하는 규칙이다: 점검에 필요한 것(메시지 참조)을 실행에 주고 다시 실행한다."
 
 
-def _detail(catalog: Catalog, rid: str, status: str, records: list[TestRecord]) -> RootCause:
+def _detail(catalog: Catalog, rid: str, status: str, records: list[TestRecord],
+            management_context: str | None = None) -> RootCause:
     """What broke a rule: a judged failure (`finding`), a target it could not reach (`unreachable`), else why it
-    could not be judged (`not-verifiable`, `unreadable`: a check's own error, a hang, a test that did not run)."""
+    could not be judged (`not-verifiable`, `unreadable`: a check's own error, a hang, a test that did not run).
+
+    An unreachable target's layer is the layer of the rule that owns reaching it (the site's API: rke2, through
+    kubeconfig-context; a host's SSH: host), not the layer of the check that happened to meet the fault first."""
     rule = catalog.rules[rid]
     if status == "failed":
         failed = next(r for r in records if r.outcome == "failed")
@@ -157,7 +161,9 @@ def _detail(catalog: Catalog, rid: str, status: str, records: list[TestRecord]) 
                     and r.fault.cause not in UNJUDGED_KINDS), None)
     if reached is not None and reached.fault is not None:
         fault = reached.fault
-        return RootCause(rid, "unreachable", rule.layer, fault.message,
+        owner = connectivity_rule(fault.target, management_context)
+        layer = catalog.rules[owner].layer if owner in catalog.rules else rule.layer
+        return RootCause(rid, "unreachable", layer, fault.message,
                          fault.fix or "Make the target reachable and rerun.",
                          fault.fix_ko or "대상에 접속할 수 있게 한 뒤 다시 실행한다.", fault.target, fault.cause)
     if not errored and any(r.outcome == "not-applicable" for r in records):  # every test of a required rule N/A

@@ -58,6 +58,11 @@ def test_api_errors_on_pods_name_no_layer_and_no_driver_remediation(tmp_path):
     assert doc["lowest_broken_layer"] is None
     assert {d["cause"] for d in doc["root_cause_details"]} == {"server-error"}
     assert all("driver" not in d["fix"] for d in doc["root_cause_details"])
+    # the cause is the site's API (owned by kubeconfig-context, layer rke2), whichever check met it first
+    assert {d["layer"] for d in doc["root_cause_details"]} == {"rke2"}, doc["root_cause_details"]
+    summary = (tmp_path / "reports" / "latest" / "summary.html").read_text()
+    cards = re.findall(r'<div class="cause" id="cause-[^"]+"[^>]*>\s*<div class="lbl">(.*?)</div>', summary, re.S)
+    assert cards and all(" · rke2 · " in card and " · host · " not in card for card in cards), cards
     assert st["ADR-0002.host-driver"] == "passed"  # over SSH, the host is still judged
 
 

@@ -102,7 +102,9 @@ def root_causes(results: dict[str, Any]) -> list[dict[str, Any]]:
         observed = detail.get("message") or next(
             (str(t.get("message")) for t in rule.get("tests") or []
              if isinstance(t, dict) and t.get("outcome") != "passed" and t.get("message")), "")
-        causes.append({**rule, "css": css_status(rule.get("status")), "observed": str(observed),
+        # an unreachable target's cause shows the target's layer (detail), not the layer of the check that met it
+        causes.append({**rule, "layer": detail.get("layer") or rule.get("layer"),
+                       "css": css_status(rule.get("status")), "observed": str(observed),
                        "kind": detail.get("kind"), "target": detail.get("target"), "cause": detail.get("cause"),
                        "remediation": detail.get("fix") or rule.get("remediation") or "",
                        "remediation_ko": detail.get("fix_ko") or rule.get("remediation_ko") or ""})
