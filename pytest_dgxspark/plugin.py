@@ -292,7 +292,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int):
     config = session.config
     state: RunState | None = config.stash.get(state_key, None)
     if state is None or config.option.collectonly or not state.items:
-        return (yield)
+        result = yield
+        if state is not None and not state.items and not config.option.collectonly:
+            _drop_empty_run_dir(config)
+        return result
     results, written = _finish(config, session, state)  # results.json first; junit.xml and report.html after
     from pytest_dgxspark.bundleguard import reports_not_written, scan_written
 
@@ -312,6 +315,29 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int):
     verdict = results["verdict"] if written is not None else "INCOMPLETE"  # no bundle, no acceptance
     session.exitstatus = closing.exit_status(verdict, session.exitstatus)
     return result
+
+
+# What pytest's own reporters write into the run directory before they know whether anything ran.
+_PYTEST_ONLY = frozenset({"junit.xml", "report.html", "assets"})
+
+
+def _drop_empty_run_dir(config: pytest.Config) -> None:
+    """A run that selected no test judges nothing and writes no bundle: the run directory pytest-html and junitxml
+    left behind (only their files) is removed, so reports/ holds bundles only; anything else in it is kept."""
+    import shutil
+
+    from pytest_dgxspark.results import run_info
+
+    run_dir = run_info(config).dir
+    try:
+        entries = {entry.name for entry in run_dir.iterdir()}
+    except OSError:  # never created, or unreadable: nothing to tidy
+        return
+    if entries <= _PYTEST_ONLY:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        config.get_terminal_writer().line(
+            f"dgxspark: no test selected: no verdict and no bundle ({run_dir} removed, it held only "
+            f"{', '.join(sorted(entries)) or 'nothing'})")
 
 
 def _finish(config: pytest.Config, session: pytest.Session, state: RunState) -> tuple[dict, Any]:

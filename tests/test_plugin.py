@@ -287,3 +287,13 @@ def test_a_fixture_that_judges_fails_the_rule_while_a_broken_fixture_is_an_error
     st = statuses(results(pytester))
     assert st["ADR-0001.node-ready"] == "failed"
     assert st["ADR-0001.kubeconfig-context"] == "error"
+
+
+def test_a_run_that_selects_no_test_leaves_no_run_directory_and_says_so(pytester, suite):
+    suite("host", "@pytest.mark.rule('ADR-0002.host-driver')\ndef test_driver():\n    pass\n")
+    result = pytester.runpytest(*SITE_ARGS, "-k", "nothing_matches_this")
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    result.stdout.fnmatch_lines(["dgxspark: no test selected: no verdict and no bundle (*out/*-* removed, it held "
+                                 "only junit.xml, report.html)"])
+    out = pytester.path / "out"
+    assert not out.exists() or list(out.iterdir()) == [], list(out.iterdir())
