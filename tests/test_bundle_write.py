@@ -7,8 +7,8 @@ import stat
 import pytest
 
 from pytest_dgxspark.closing import EXIT_INCOMPLETE
+from tests.pytester_args import SITE_ARGS
 
-SITE_ARGS = ("--site", "sites/tirosh-home", "--report-dir", "out", "-p", "no:cacheprovider")
 PASSING = "@pytest.mark.rule('ADR-0002.host-driver')\ndef test_driver(evidence):\n    evidence.record('x', 1)\n"
 FULL_DISK = """
 import errno

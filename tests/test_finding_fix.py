@@ -3,8 +3,8 @@ closing block and results.json; without one, the rule's remediation stays."""
 from __future__ import annotations
 
 import json
+from tests.pytester_args import SITE_ARGS
 
-SITE_ARGS = ("--site", "sites/tirosh-home", "--report-dir", "out", "-p", "no:cacheprovider")
 SUITE = (
     "from pytest_dgxspark.checking import finding\n\n"
     "@pytest.mark.rule('ADR-0002.helmchart-live')\ndef test_live():\n"

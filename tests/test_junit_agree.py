@@ -8,10 +8,8 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from pytest_dgxspark.report.junitagree import agree
+from tests.pytester_args import SITE_ARGS, SSH_FAULT
 
-SITE_ARGS = ("--site", "sites/tirosh-home", "--report-dir", "out", "-p", "no:cacheprovider")
-SSH_FAULT = ("raise TargetError('gpu-01 (10.0.0.21:22): cannot read the host over SSH: ' + SSH_CAUSES['refused'].meaning,"
-             " target='ssh:gpu-01', cause=SSH_CAUSES['refused'])")
 SUITE = (
     "from pytest_dgxspark.outcome import TargetError\nfrom pytest_dgxspark.targets_conn.causes import SSH_CAUSES\n\n"
     "@pytest.fixture\ndef no_node():\n    pytest.fail('the cluster has no Node named gpu-01')\n\n"

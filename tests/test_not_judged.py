@@ -6,8 +6,8 @@ import json
 import xml.etree.ElementTree as ET
 
 import pytest
+from tests.pytester_args import SITE_ARGS
 
-SITE_ARGS = ("--site", "sites/tirosh-home", "--report-dir", "out", "-p", "no:cacheprovider")
 EXIT_INCOMPLETE = 8
 NOT_VERIFIABLE = (
     "from pytest_dgxspark.checking import not_verifiable, unreadable\n\n"

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import alias_bomb
+from tests.pytester_args import SITE_ARGS
 
-SITE_ARGS = ("--site", "sites/tirosh-home", "--report-dir", "out", "-p", "no:cacheprovider")
 # A test that would prove a target was touched: a usage error must stop the run before it.
 TOUCH = "@pytest.mark.rule('ADR-0002.host-driver')\ndef test_driver():\n    raise SystemExit('touched a target')\n"
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from pytest_dgxspark.rules import load_catalog
+from tests.pytester_args import SITE_ARGS
 
-SITE_ARGS = ("--site", "sites/tirosh-home", "--report-dir", "out", "-p", "no:cacheprovider")
 
 
 def results(pytester: pytest.Pytester) -> dict:

@@ -6,8 +6,8 @@ import json
 import pytest
 
 from pytest_dgxspark.rules import load_catalog
+from tests.pytester_args import SITE_ARGS
 
-SITE_ARGS = ("--site", "sites/tirosh-home", "--report-dir", "out", "-p", "no:cacheprovider")
 EXIT_INCOMPLETE = 8
 IMPORTS = ("from pytest_dgxspark.outcome import TargetError\n"
            "from pytest_dgxspark.targets_conn.causes import SSH_CAUSES, API_CAUSES\n\n")

@@ -9,8 +9,8 @@ import pytest
 from pytest_dgxspark.report.drift import Baseline, compute_drift
 from pytest_dgxspark.rules import load_catalog
 from pytest_dgxspark.scope import scope_of
+from tests.pytester_args import SITE_ARGS
 
-SITE_ARGS = ("--site", "sites/tirosh-home", "--report-dir", "out", "-p", "no:cacheprovider")
 
 
 def _all_rules(body_for: dict[str, str]) -> str:

@@ -7,10 +7,8 @@ import json
 import xml.etree.ElementTree as ET
 
 import pytest
+from tests.pytester_args import SITE_ARGS, SSH_FAULT
 
-SITE_ARGS = ("--site", "sites/tirosh-home", "--report-dir", "out", "-p", "no:cacheprovider")
-SSH_FAULT = ("raise TargetError('gpu-01 (10.0.0.21:22): cannot read the host over SSH: ' + SSH_CAUSES['refused'].meaning,"
-             " target='ssh:gpu-01', cause=SSH_CAUSES['refused'])")
 # Stand-ins for the plugin's host and cluster fixtures: nothing here may connect to the site's real address.
 CONFTEST = (
     "import pytest\n"
