@@ -58,7 +58,7 @@ conformance: setup ## the suite against the real site sites/<SITE>/
 	$(PYTEST) suites --site sites/$(SITE) --report-dir $(REPORT_DIR) -p no:cacheprovider $(PYTEST_ARGS)
 
 bench: setup ## the suite against 1, 4, 16 and 32 simulated nodes, 20 ms per SSH command and API request [BENCH_NODES=1,16]
-	$(PY) -m pytest_dgxspark.bench $(if $(BENCH_NODES),--nodes $(BENCH_NODES))
+	$(PY) -m pytest_dgxspark.testbed.bench $(if $(BENCH_NODES),--nodes $(BENCH_NODES))
 
 clean: ## remove the virtualenv and build outputs
 	rm -rf $(VENV) build *.egg-info

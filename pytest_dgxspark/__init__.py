@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from pytest_dgxspark.outcome import NOT_APPLICABLE_PREFIX, not_applicable
+from pytest_dgxspark.checking import NOT_APPLICABLE_PREFIX, not_applicable
 
 __all__ = ["NOT_APPLICABLE_PREFIX", "not_applicable"]

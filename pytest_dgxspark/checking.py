@@ -1,13 +1,57 @@
-"""What a check may say: a finding in its own words, or that its evidence could not be read (never a silent pass)."""
+"""What a check may say: a finding in its own words, that it does not apply, or that its evidence could not be read
+(never a silent pass); and the fault of a target that could not be reached or read."""
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
 import pytest
 
-from pytest_dgxspark.outcome import UNREADABLE_FIX, UNREADABLE_FIX_KO, Finding, TargetError
+NOT_APPLICABLE_PREFIX = "not applicable: "
+# What to do about an error that kept a check from judging, when the check names nothing more precise.
+UNREADABLE_FIX = "Read the error: make what the check could not read readable (see the message), and rerun."
+UNREADABLE_FIX_KO = "오류 내용을 읽고 점검이 읽지 못한 것을 읽을 수 있게 한 뒤(메시지 참조) 다시 실행한다."
+# Exit status of a command the per-command limit (`timeout`) killed on the target.
+TIMEOUT_EXIT = 124
+
+
+class TargetError(Exception):
+    """The target could not be reached or did not answer (SSH, API, timeout): the test's outcome is `error`.
+
+    `target` names it: `ssh:<inventory host>` or `api:<kubeconfig context>`; `cause` (a targets.causes.Cause)
+    says why, with its own fix.
+    """
+
+    def __init__(self, message: str, target: str | None = None, cause: Any = None) -> None:
+        super().__init__(message)
+        self.target = target
+        self.cause = cause
+
+class NotApplicable(pytest.skip.Exception):  # type: ignore[misc,name-defined]
+    """Raised by not_applicable(): a skip whose reason the plugin reads from the exception, never from its text."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(NOT_APPLICABLE_PREFIX + reason)
+        self.reason = reason
+
+def not_applicable(reason: str) -> None:
+    """End the current check as not applicable to this site, with the reason."""
+    raise NotApplicable(reason)
+
+class Finding(pytest.fail.Exception):  # type: ignore[misc,name-defined]
+    """A judged failure that knows its own fix: what was observed points at another layer than the rule's usual
+    remediation (a CRD that is not served: the fix is whatever serves it, not re-applying what needs it)."""
+
+    def __init__(self, message: str, fix: str | None = None, fix_ko: str | None = None) -> None:
+        super().__init__(message, pytrace=False)
+        self.fix, self.fix_ko = fix, fix_ko
+
+
+def timed_out(result: Any) -> bool:
+    """Whether a command was killed by the per-command timeout on the target."""
+    return result.rc in (TIMEOUT_EXIT, 128 + 9, 137)
 
 
 def require(condition: object, message: str) -> None:
@@ -56,8 +100,6 @@ def not_verifiable(reason: str, fix: str, fix_ko: str) -> NoReturn:
 def completed(result: Any, target: Any, what: str | None = None) -> Any:
     """`result` of a command on `target` that ran to its end; a command killed by the per-command timeout (exit
     124/137) or whose SSH session failed (255) says nothing about the host: the check ends as `error`."""
-    from pytest_dgxspark.connections import timed_out
-
     if timed_out(result) or result.rc == 255:
         unreadable(f"{target.where}: `{what or command_of(result)}` did not complete (exit {result.rc}"
                    + (f": {result.stderr.strip()[-200:]}" if (result.stderr or "").strip() else "")
@@ -67,8 +109,6 @@ def completed(result: Any, target: Any, what: str | None = None) -> Any:
 
 def command_of(result: Any) -> str:
     """The command as the check wrote it (without the `timeout ... /bin/sh -c` wrapper the SSH backend adds)."""
-    import shlex
-
     command = getattr(result, "command", b"") or b""
     text = command.decode(errors="replace") if isinstance(command, bytes) else str(command)
     try:

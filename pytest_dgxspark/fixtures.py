@@ -1,17 +1,29 @@
-"""Fixtures the checks use: connections, hosts (one SSH connection each), the cluster and evidence."""
+"""Fixtures of a run: the site and its targets (a testbed started and stopped here when one is asked for), the
+connections (one SSH master per host, the gathering step as each opens), the probes' values, the cluster, evidence."""
 
 from __future__ import annotations
 
+import atexit
+import shutil
+import signal
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pytest_dgxspark import identity, plan, probes
-from pytest_dgxspark.connections import Cluster, Connections, HostTarget, connections_key
-from pytest_dgxspark.probes import containerd, network, nvidia_driver, nvml, rke2
-from pytest_dgxspark.evidence import Evidence, for_item
+from pytest_dgxspark import plan, probes
+from pytest_dgxspark.checking import TargetError
+from pytest_dgxspark.judge import identity
+from pytest_dgxspark.judge.evidence import Evidence, for_item
+from pytest_dgxspark.judge.runstate import state_key
 from pytest_dgxspark.plan import DEFAULT_COMMAND_TIMEOUT_S, DEFAULT_CUDA_TIMEOUT_S, DEFAULT_SMI_TIMEOUT_S
+from pytest_dgxspark.probes import containerd, network, nvidia_driver, nvml, provenance, rke2
+from pytest_dgxspark.probes.gather import gather_host
+from pytest_dgxspark.site.model import Site
+from pytest_dgxspark.targets.connections import Cluster, Connections, HostTarget, connections_key
+from pytest_dgxspark.targets.selection import Targets, attach_testbed
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -50,7 +62,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def host_names(config: pytest.Config, gpu_only: bool = False) -> list[str]:
     """Inventory host names known at collection time (nothing connects)."""
     try:
-        from pytest_dgxspark.targets import targets_key
+        from pytest_dgxspark.targets.selection import targets_key
     except ImportError:  # the plugin core is not installed: no hosts to parametrize
         return []
     targets = config.stash.get(targets_key, None)
@@ -88,16 +100,27 @@ def connections(request: pytest.FixtureRequest, targets: Any) -> Iterator[Connec
     """The run's connections (nothing connects until a check uses a host or the cluster)."""
     conns = request.config.stash.get(connections_key, None)
     if conns is None:
-        from pytest_dgxspark.probes import Settings
-
         run = plan.of(request.config)
-        conns = Connections(targets, Settings(smi_timeout_s=run.smi_timeout_s, command_timeout_s=run.command_timeout_s))
+        conns = Connections(targets, probes.Settings(smi_timeout_s=run.smi_timeout_s, command_timeout_s=run.command_timeout_s))
         request.config.stash[connections_key] = conns
     yield conns
-    try:
-        conns.prefetch_provenance()
+    try:  # the facts provenance needs, over connections already open (never opens new ones)
+        provenance.prefetch(list(conns.hosts.values()), conns.cluster_if_open())
     finally:
         conns.close()
+
+
+def run_provenance(conns: Connections) -> dict[str, Any]:
+    """Provenance of the run (what software was checked), from data already fetched (probes/provenance.py)."""
+    return provenance.collect(list(conns.hosts.values()), conns.cluster_if_open())
+
+
+def open_hosts(session: pytest.Session, connections: Connections) -> None:
+    """Open every host at once and run the gathering step of the probes the selected tests read on each as soon as
+    it is open; once per run."""
+    if not connections.opened:
+        wanted = probes_read(session)
+        connections.open_all(lambda target: gather_host(target, connections.probe_settings, wanted))
 
 
 def probes_read(session: pytest.Session) -> frozenset[str]:
@@ -115,8 +138,7 @@ def host_spec(request: pytest.FixtureRequest, targets: Any) -> Any:
 @pytest.fixture
 def host_target(request: pytest.FixtureRequest, host_spec: Any, connections: Connections) -> HostTarget:
     """One inventory host (parametrized per host), connected; an unreachable host is an error, not a hang."""
-    if not connections.opened:  # the selection's probes, looked up once
-        connections.open_all(probes_read(request.session))
+    open_hosts(request.session, connections)
     target = connections.host(host_spec).connect()
     identity.observe_host(request.config, target)
     return target
@@ -125,8 +147,7 @@ def host_target(request: pytest.FixtureRequest, host_spec: Any, connections: Con
 @pytest.fixture(scope="session")
 def hosts(request: pytest.FixtureRequest, connections: Connections, targets: Any) -> list[HostTarget]:
     """Every inventory host, connected (one SSH master connection per host per run)."""
-    if not connections.opened:  # the selection's probes, looked up once
-        connections.open_all(probes_read(request.session))
+    open_hosts(request.session, connections)
     connected = [connections.host(spec).connect() for spec in targets.hosts]
     for target in connected:
         identity.observe_host(request.config, target)
@@ -136,8 +157,7 @@ def hosts(request: pytest.FixtureRequest, connections: Connections, targets: Any
 @pytest.fixture(scope="session")
 def gpu_hosts(request: pytest.FixtureRequest, connections: Connections, targets: Any) -> list[HostTarget]:
     """The inventory hosts marked dgxspark_gpu, connected."""
-    if not connections.opened:  # the selection's probes, looked up once
-        connections.open_all(probes_read(request.session))
+    open_hosts(request.session, connections)
     connected = [connections.host(spec).connect() for spec in targets.hosts if spec.gpu]
     for target in connected:
         identity.observe_host(request.config, target)
@@ -195,3 +215,101 @@ def management_cluster(connections: Connections) -> Cluster | None:
 def evidence(request: pytest.FixtureRequest) -> Evidence:
     """What this check saw, redacted, kept in the test item's stash for the report."""
     return for_item(request.node)
+
+
+# The run's own fixtures: the site and the targets.
+
+
+def _state(config: pytest.Config):
+    if state_key not in config.stash:
+        raise pytest.UsageError("pytest-dgxspark fixtures need a dgxspark run (--site or --testbed, tests under suites/)")
+    return config.stash[state_key]
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"terminated by signal {signum}")
+
+
+def _terminate_like_ctrl_c() -> None:
+    """SIGTERM (a CI job cancelled, `timeout`) ends the run like Ctrl-C: finalizers run, the report is written."""
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _on_sigterm)
+
+
+@pytest.fixture(scope="session")
+def site(pytestconfig: pytest.Config) -> Site:
+    """The validated site: vars, GPU Operator HelmChart and inventory."""
+    return _state(pytestconfig).site
+
+
+@pytest.fixture(scope="session")
+def targets(pytestconfig: pytest.Config, request: pytest.FixtureRequest) -> Targets:
+    """The hosts and cluster under test; a testbed is started here (not before) and stopped at the end."""
+    tgt = _state(pytestconfig).targets
+    _terminate_like_ctrl_c()  # the CUDA sample's namespace and a testbed are cleaned up on SIGTERM too
+    if tgt.simulated and tgt.testbed is None:
+        from pytest_dgxspark.testbed import Testbed
+
+        directory = Path(tempfile.mkdtemp(prefix="dgxspark-testbed-"))
+        testbed = Testbed(tgt.testbed_ref, directory, site=tgt.site)
+
+        def stop() -> None:
+            try:
+                testbed.down()
+            finally:
+                shutil.rmtree(directory, ignore_errors=True)
+
+        atexit.register(stop)
+        request.addfinalizer(stop)
+        try:
+            testbed.up()
+        except Exception as exc:  # the testbed's own message says what failed
+            raise TargetError(f"testbed {tgt.testbed_ref!r} did not start: {exc}") from exc
+        attach_testbed(tgt, testbed)
+        from pytest_dgxspark.report.bundleguard import remember_file_secrets
+
+        remember_file_secrets(Path(testbed.kubeconfig), "the testbed's kubeconfig")
+    return tgt
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_dgxspark_results(config: pytest.Config, results: dict) -> None:
+    """Earlier runs' CUDA sample namespaces this run found (and what it did), for results.json and the summary."""
+    from pytest_dgxspark.kube.cudarun import leftover_report, leftovers_key
+
+    results["leftover_namespaces"] = leftover_report(config.stash.get(leftovers_key, None))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_html_results_summary(prefix: list, summary: list, postfix: list, session: pytest.Session) -> None:
+    """report.html says SIMULATED at its top, with why (results.json is written by then: the same facts)."""
+    import html
+
+    from pytest_dgxspark.report.results import results_key
+
+    results = session.config.stash.get(results_key, None)
+    if results is None:
+        return
+    run = results.get("run") or {}
+    line = f"dgxspark verdict: {html.escape(str(results.get('verdict')))}"
+    if run.get("simulated"):
+        signs = "; ".join(html.escape(str(s)) for s in run.get("simulated_by") or [])
+        line += f" (SIMULATED: the targets are a testbed: {signs}; never a handover acceptance)"
+    prefix.insert(0, f'<p class="dgxspark-verdict"><strong>{line}</strong></p>')
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _dgxspark_junit_stamp(request: pytest.FixtureRequest, record_testsuite_property):
+    """junit.xml carries the SIMULATED stamp as testsuite properties (known once the targets were used)."""
+    yield
+    if state_key not in request.config.stash:
+        return
+    from pytest_dgxspark.judge import identity
+
+    try:
+        signs = identity.simulation_signs(request.config, request.config.stash[state_key].targets)
+        record_testsuite_property("dgxspark.simulated", str(bool(signs)).lower())
+        for index, sign in enumerate(signs):
+            record_testsuite_property(f"dgxspark.simulated_by.{index}", sign)
+    except Exception:  # noqa: BLE001 - a stamp must never turn into a test error; results.json has the same facts
+        return

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from pytest_dgxspark.governance import ManualCheck, load_manual_checks, load_waivers
-from pytest_dgxspark.kubeconfig import kubeconfig_problems
-from pytest_dgxspark.outcome import Waiver
-from pytest_dgxspark.rules import Catalog
-from pytest_dgxspark.site import HostSpec, Site, SiteError, load_inventory, load_site
+from pytest_dgxspark.catalog.rules import Catalog
+from pytest_dgxspark.report.results import report_dir_key
+from pytest_dgxspark.site.governance import ManualCheck, Waiver, load_manual_checks, load_waivers
+from pytest_dgxspark.site.kubeconfig import kubeconfig_problems
+from pytest_dgxspark.site.model import HostSpec, Site, SiteError, load_inventory, load_site
 
 plan_key = pytest.StashKey["RunPlan"]()
 DEFAULT_SITE = "sites/tirosh-home"
@@ -123,11 +123,11 @@ def _writable_report_dir(path: Path, problems: list[str]) -> None:
 def _scenario(ref: str | None, problems: list[str]) -> Any:
     if not ref:
         return None
-    from pytest_dgxspark.testbed import scenario as scenarios
+    from pytest_dgxspark.testbed import ScenarioError, load_scenario
 
     try:
-        return scenarios.load(ref)
-    except scenarios.ScenarioError as exc:
+        return load_scenario(ref)
+    except ScenarioError as exc:
         problems.append(f"--testbed {ref}: {exc}")
         return None
 
@@ -234,6 +234,7 @@ def resolve(config: pytest.Config, catalog: Catalog) -> RunPlan:
     command = _seconds(config, "dgxspark_command_timeout", DEFAULT_COMMAND_TIMEOUT_S, problems)
     reports = report_dir(config)
     _writable_report_dir(reports, problems)
+    config.stash[report_dir_key] = reports  # the bundle's results.py takes it from here
     sign_key, baseline = _bundle_inputs(config, problems)
     scenario = _scenario(testbed_ref, problems)
     site_path, source = _site(config, scenario)

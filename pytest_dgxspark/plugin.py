@@ -5,25 +5,39 @@ from typing import Any
 
 import pytest
 
-from pytest_dgxspark import closing, hookspecs, identity, runfixtures, runorder
-from pytest_dgxspark.attribution import breaks, symptom_causes, symptom_message
-from pytest_dgxspark.fold import blocking_rules, fold
-from pytest_dgxspark.outcome import (
-    BLOCKED_PREFIX, Finding, NotApplicable, blocked_by_key, blocked_reason_key, finding_fix_key, not_applicable_key,
-    target_fault_key,
-)
-from pytest_dgxspark.plan import listing_rules, plan_key, resolve
-from pytest_dgxspark.results import ResultsNotWritten, build_results, results_key, run_info, write_results
-from pytest_dgxspark.rules import LAYERS, CatalogError, catalog_key, load_catalog
-from pytest_dgxspark.runstate import (
-    RunState, coverage_problems, is_active, item_rule, load_run, owner_of_fault, record_from_reports, state_key,
+from pytest_dgxspark import hookspecs
+from pytest_dgxspark.catalog.rules import LAYERS, CatalogError, catalog_key, load_catalog
+from pytest_dgxspark.checking import Finding, NotApplicable
+from pytest_dgxspark.judge import identity
+from pytest_dgxspark.judge import order as runorder
+from pytest_dgxspark.judge.attribution import breaks, symptom_causes, symptom_message
+from pytest_dgxspark.judge.fold import blocking_rules, fold
+from pytest_dgxspark.judge.runstate import (
+    RunState,
+    coverage_problems,
+    item_rule,
+    load_run,
+    owner_of_fault,
+    record_from_reports,
+    state_key,
     transport_fault,
 )
-from pytest_dgxspark.scope import scope_of
-from pytest_dgxspark.targets import targets_key
+from pytest_dgxspark.judge.scope import scope_of
+from pytest_dgxspark.judge.status import (
+    BLOCKED_PREFIX,
+    blocked_by_key,
+    blocked_reason_key,
+    finding_fix_key,
+    not_applicable_key,
+    target_fault_key,
+)
+from pytest_dgxspark.plan import is_active, listing_rules, plan_key, resolve
+from pytest_dgxspark.report import closing
+from pytest_dgxspark.report.results import ResultsNotWritten, build_results, results_key, run_info, write_results
+from pytest_dgxspark.targets.selection import targets_key
 
 # the redaction of every report, log and metadata bound for the bundle, and the bundle's byte scan
-pytest_plugins = ["pytest_dgxspark.bundleguard"]
+pytest_plugins = ["pytest_dgxspark.report.bundleguard"]
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -78,7 +92,6 @@ def pytest_configure(config: pytest.Config) -> None:
     suites = config.rootpath / "suites"
     if listing_rules(config) and config.args_source != pytest.Config.ArgsSource.ARGS and suites.is_dir():
         config.args[:] = [str(suites)]
-    config.pluginmanager.register(runfixtures, "dgxspark_runfixtures")
     if is_active(config) and hasattr(config.option, "timeout") and config.option.timeout is None \
             and not config.getini("timeout"):
         config.option.timeout = DEFAULT_TEST_TIMEOUT_S
@@ -199,7 +212,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     if owned is not None:
         # the fault of a target another rule already accounts for (its connectivity rule, a failed prerequisite, the
         # first error on it): BLOCKED as it happens, as results.json has it, never a second ERROR
-        from pytest_dgxspark.evidence import redact_text
+        from pytest_dgxspark.judge.evidence import redact_text
 
         item.stash[blocked_by_key], item.stash[blocked_reason_key] = owned
         report.outcome = "skipped"
@@ -212,7 +225,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
             and excinfo.errisinstance(pytest.fail.Exception) and "from pytest-timeout" not in str(excinfo.value):
         report.dgxspark_judged = True  # a fixture's own pytest.fail is a judgement (e.g. no Node for the host)
     elif report.failed and excinfo is not None and "from pytest-timeout" in str(excinfo.value):
-        from pytest_dgxspark.outcome import TargetFault
+        from pytest_dgxspark.judge.records import TargetFault
 
         item.stash[target_fault_key] = TargetFault(None, f"the check hung: {excinfo.value} (the target did not answer)")
     _block_symptom(item, report, state)
@@ -222,7 +235,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     phases = state.phases.setdefault(item.nodeid, {})
     phases[report.when] = report
     if report.when == "teardown":
-        from pytest_dgxspark.evidence import evidence_key
+        from pytest_dgxspark.judge.evidence import evidence_key
 
         record = record_from_reports(item, phases)
         state.records.append(record)
@@ -242,8 +255,8 @@ def _block_symptom(item: pytest.Item, report: pytest.TestReport, state: RunState
     causes = symptom_causes(state.catalog, item_rule(item) or "", item.nodeid, state.records) \
         if judged and not state.plan.no_block else ()
     if causes:
-        from pytest_dgxspark.evidence import redact_text
-        from pytest_dgxspark.runstate import _failure_message
+        from pytest_dgxspark.judge.evidence import redact_text
+        from pytest_dgxspark.judge.runstate import _failure_message
 
         message = symptom_message(causes, redact_text(_failure_message(report)))
         item.stash[blocked_by_key], item.stash[blocked_reason_key] = causes, message
@@ -279,7 +292,7 @@ def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -
 
 def _redact_longrepr(report: pytest.TestReport) -> None:
     """A failure's text goes to junit.xml and report.html as it is: no secret may ride along."""
-    from pytest_dgxspark.evidence import redact_text
+    from pytest_dgxspark.judge.evidence import redact_text
 
     text = report.longreprtext
     redacted = redact_text(text)
@@ -297,7 +310,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int):
             _drop_empty_run_dir(config)
         return result
     results, written = _finish(config, session, state)  # results.json first; junit.xml and report.html after
-    from pytest_dgxspark.bundleguard import reports_not_written, scan_written
+    from pytest_dgxspark.report.bundleguard import reports_not_written, scan_written
 
     try:
         result = yield
@@ -326,7 +339,7 @@ def _drop_empty_run_dir(config: pytest.Config) -> None:
     left behind (only their files) is removed, so reports/ holds bundles only; anything else in it is kept."""
     import shutil
 
-    from pytest_dgxspark.results import run_info
+    from pytest_dgxspark.report.results import run_info
 
     run_dir = run_info(config).dir
     try:
@@ -341,7 +354,7 @@ def _drop_empty_run_dir(config: pytest.Config) -> None:
 
 
 def _finish(config: pytest.Config, session: pytest.Session, state: RunState) -> tuple[dict, Any]:
-    from pytest_dgxspark.outcome import TestRecord
+    from pytest_dgxspark.judge.records import TestRecord
 
     done = {r.nodeid for r in state.records}
     why = session.shouldstop or session.shouldfail or "interrupted (Ctrl-C) before this test ran"
@@ -400,14 +413,13 @@ def _reaches(state: RunState) -> dict[str, frozenset[str]]:
 
 
 def _provenance(config: pytest.Config) -> dict:
-    try:
-        from pytest_dgxspark.connections import connections_key
-    except ImportError:
-        return {}
+    from pytest_dgxspark.fixtures import run_provenance
+    from pytest_dgxspark.targets.connections import connections_key
+
     conns = config.stash.get(connections_key, None)
     if conns is None:
         return {}
     try:
-        return conns.provenance()
+        return run_provenance(conns)
     except Exception as exc:  # provenance is evidence, never a reason to lose the report
         return {"error": f"provenance could not be collected: {exc}"}

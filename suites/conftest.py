@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from pytest_dgxspark.parsing import dig, helm_values
+from pytest_dgxspark.data.values import dig
+from pytest_dgxspark.site.model import helm_values
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,8 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
-from pytest_dgxspark.connections import HostTarget
-from pytest_dgxspark.site import HostSpec
+from pytest_dgxspark.site.model import HostSpec
+from pytest_dgxspark.targets.connections import HostTarget
 
 
 def free_port() -> int:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from pytest_dgxspark import bench
+from pytest_dgxspark.testbed import bench
 
 
 def req(path: str, method: str = "GET", query: str = "", cluster: str = "workload") -> dict:

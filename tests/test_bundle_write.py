@@ -6,13 +6,13 @@ import stat
 
 import pytest
 
-from pytest_dgxspark.closing import EXIT_INCOMPLETE
+from pytest_dgxspark.report.closing import EXIT_INCOMPLETE
 from tests.pytester_args import SITE_ARGS
 
 PASSING = "@pytest.mark.rule('ADR-0002.host-driver')\ndef test_driver(evidence):\n    evidence.record('x', 1)\n"
 FULL_DISK = """
 import errno
-import pytest_dgxspark.results as results
+import pytest_dgxspark.report.results as results
 
 _original = results.write_atomic
 
@@ -102,7 +102,7 @@ def test_a_full_disk_for_junit_xml_is_named_with_what_was_kept(pytester, suite):
 def test_a_secret_that_reaches_a_bundle_file_removes_it_and_makes_the_run_incomplete(pytester, suite):
     inventory = pytester.path / "sites" / "tirosh-home" / "inventory.yml"
     suite("host", "@pytest.mark.rule('ADR-0002.host-driver')\ndef test_driver(pytestconfig):\n"
-                  "    from pytest_dgxspark.results import run_info\n"
+                  "    from pytest_dgxspark.report.results import run_info\n"
                   "    run = run_info(pytestconfig).dir\n    run.mkdir(parents=True, exist_ok=True)\n"
                   "    (run / 'stray.txt').write_text('written around the redaction: Become-Pass-Canary-1234')\n")
     inventory.write_text(inventory.read_text().replace("ansible_user: root",

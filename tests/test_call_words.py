@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_dgxspark.connections import Cluster, ClusterUnreachable
-from pytest_dgxspark.targets_conn.cluster import call_words
+from pytest_dgxspark.targets.cluster import call_words
+from pytest_dgxspark.targets.connections import Cluster, ClusterUnreachable
 from tests.loopback import free_port, write_kubeconfig
 
 
@@ -36,7 +36,7 @@ def test_a_call_to_a_dead_api_says_what_it_tried_in_plain_words(tmp_path):
 def test_an_api_that_keeps_answering_429_is_throttling_not_a_server_error():
     from kubernetes.client.exceptions import ApiException
 
-    from pytest_dgxspark.targets_conn.causes import api_cause
+    from pytest_dgxspark.targets.causes import api_cause
 
     cause = api_cause(ApiException(status=429, reason="Too Many Requests"))
     assert cause.kind == "throttled" and cause.meaning.startswith("the API kept answering 429 Too Many Requests")

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dgxspark.rules import LAYERS, CatalogError, load_catalog
+from pytest_dgxspark.catalog.rules import LAYERS, CatalogError, load_catalog
 
 DESIGN_IDS = {
     "site": ["ADR-0001.site-layout", "ADR-0001.role-alias", "ADR-0002.operator-separate", "ADR-0002.helmchart-manifest"],
@@ -134,7 +134,7 @@ def test_a_rule_depends_only_on_rules_whose_failure_makes_its_evidence_unobtaina
 
 
 def test_applicability_is_decided_from_the_site(site_copy):
-    from pytest_dgxspark.site import load_site
+    from pytest_dgxspark.site.model import load_site
 
     rule = load_catalog().rules["ADR-0002.image-mirror"]
     site = load_site(site_copy)

@@ -366,7 +366,7 @@ def test_a_command_killed_by_the_timeout_is_an_error_not_a_finding(finding_runs,
 def test_a_404_on_a_built_in_list_is_an_error_and_on_a_crd_list_says_the_crd_is_not_served():
     from kubernetes.client.exceptions import ApiException
 
-    from pytest_dgxspark.targets_conn.cluster import Cluster, ClusterUnreachable, CrdNotServed
+    from pytest_dgxspark.targets.cluster import Cluster, ClusterUnreachable, CrdNotServed
 
     cluster = Cluster(None, "site/rke2/gpu")
     asked = []

@@ -2,8 +2,8 @@
 own limit is kept), so the gathering round's limit, and the wait for a frozen host, follow it."""
 from __future__ import annotations
 
-from pytest_dgxspark import gather, probes
-from pytest_dgxspark.probes import Command, Settings
+from pytest_dgxspark import probes
+from pytest_dgxspark.probes import Command, Settings, gather
 
 
 def test_a_probe_limit_is_capped_at_the_run_command_limit_and_nvidia_smi_keeps_its_own():
@@ -41,7 +41,7 @@ def test_a_probe_command_run_by_a_check_is_capped_too():
 
 def test_the_run_smi_commands_keep_their_limit_and_every_other_driver_command_is_capped():
     from pytest_dgxspark.probes import nvidia_driver
-    from pytest_dgxspark.site import HostSpec
+    from pytest_dgxspark.site.model import HostSpec
 
     commands = nvidia_driver.commands(HostSpec("gpu-01", "10.0.0.21", gpu=True), Settings(30, command_timeout_s=3))
     limits = {c.text: c.timeout_s for c in gather.limited(commands, Settings(30, command_timeout_s=3))}

@@ -12,9 +12,9 @@ from typing import Any, Iterator
 
 import pytest
 
-from pytest_dgxspark.connections import Cluster, ClusterUnreachable, HostUnreachable, timed_out
-from pytest_dgxspark.outcome import TargetError
-from pytest_dgxspark.site import HostSpec
+from pytest_dgxspark.checking import TargetError, timed_out
+from pytest_dgxspark.site.model import HostSpec
+from pytest_dgxspark.targets.connections import Cluster, ClusterUnreachable, HostUnreachable
 from tests.loopback import JsonHandler, free_port, host_target, write_kubeconfig
 
 pytestmark = pytest.mark.skipif(shutil.which("ssh") is None or not Path("/usr/sbin/sshd").exists(), reason="needs OpenSSH")
@@ -114,7 +114,7 @@ def test_transient_server_errors_are_retried(api: tuple[Path, type[_Api]]) -> No
 
 
 def test_a_crd_that_is_not_served_says_so_never_lists_as_empty(api: tuple[Path, type[_Api]]) -> None:
-    from pytest_dgxspark.targets_conn.cluster import CrdNotServed
+    from pytest_dgxspark.targets.cluster import CrdNotServed
 
     kubeconfig, _ = api
     with pytest.raises(CrdNotServed, match=r"GET /apis/nvidia\.com/v1/clusterpolicies answered 404 Not Found: "

@@ -12,8 +12,8 @@ from typing import Any, Iterator
 import pytest
 import urllib3
 
-from pytest_dgxspark.connections import Cluster, ClusterUnreachable, HostUnreachable
-from pytest_dgxspark.targets_conn.causes import api_cause, ssh_cause
+from pytest_dgxspark.targets.causes import api_cause, ssh_cause
+from pytest_dgxspark.targets.connections import Cluster, ClusterUnreachable, HostUnreachable
 from tests.loopback import JsonHandler, free_port, host_target, write_kubeconfig
 
 needs_openssh = pytest.mark.skipif(not Path("/usr/sbin/sshd").exists(), reason="needs OpenSSH")

@@ -11,8 +11,8 @@ from types import SimpleNamespace
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from pytest_dgxspark import cudarun
-from pytest_dgxspark.cudarun import CudaRun, GpuBusy, leftover_report
+from pytest_dgxspark.kube import cudarun
+from pytest_dgxspark.kube.cudarun import CudaRun, GpuBusy, leftover_report
 from tests.conftest import REPO
 
 

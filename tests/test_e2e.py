@@ -4,9 +4,9 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
@@ -199,7 +199,7 @@ def junit_statuses(path: Path) -> dict[str, tuple[str | None, str | None]]:
 def test_every_judged_rule_is_a_root_cause_in_some_bundled_scenario_run(scenario_runs):
     """Each of the 30 rules goes red on its own in some bundled scenario, as measured by running it (not only as its
     expect says); informational rules are recorded, never judged, so never a root cause."""
-    from pytest_dgxspark.rules import load_catalog
+    from pytest_dgxspark.catalog.rules import load_catalog
 
     causes = {rid for name in bundled_scenarios() for rid in result_of(scenario_runs, name)[2]["root_causes"]}
     judged = [r.id for r in load_catalog().ordered() if r.kind != "informational"]
@@ -253,7 +253,7 @@ def test_the_healthy_dgx_spark_passes_every_rule_but_the_air_gap_one(tmp_path):
 
 
 def test_gpu_marker_reruns_exactly_the_gpu_chain(tmp_path):
-    from pytest_dgxspark.rules import load_catalog
+    from pytest_dgxspark.catalog.rules import load_catalog
 
     proc, doc = run_suite(tmp_path, "--testbed", "healthy", "-m", "gpu")
     gpu_rules = {r.id for r in load_catalog().rules.values() if r.gpu}

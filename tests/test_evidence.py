@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from pytest_dgxspark.evidence import REDACTED, Evidence, evidence_key, for_item, redact, redact_text
+from pytest_dgxspark.judge.evidence import REDACTED, Evidence, evidence_key, for_item, redact, redact_text
 
 KUBECONFIG = """apiVersion: v1
 clusters:
@@ -87,7 +87,7 @@ def test_command_records_command_exit_status_and_output() -> None:
 def test_evidence_files_are_made_durable_by_one_filesystem_sync_not_one_fsync_each(tmp_path, monkeypatch):
     import os
 
-    from pytest_dgxspark import results
+    from pytest_dgxspark.report import results
 
     fsyncs, syncs = [], []
     real_fsync = os.fsync

@@ -3,6 +3,7 @@ closing block and results.json; without one, the rule's remediation stays."""
 from __future__ import annotations
 
 import json
+
 from tests.pytester_args import SITE_ARGS
 
 SUITE = (
@@ -14,7 +15,7 @@ SUITE = (
 
 
 def test_a_finding_with_its_own_fix_is_the_root_cause_with_that_fix(pytester, suite):
-    from pytest_dgxspark.rules import load_catalog
+    from pytest_dgxspark.catalog.rules import load_catalog
 
     suite("all", SUITE)
     result = pytester.runpytest(*SITE_ARGS)

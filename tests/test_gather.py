@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from testinfra.backend.base import CommandResult
 
-from pytest_dgxspark import gather, probes
-from pytest_dgxspark.probes import Command, Settings
-from pytest_dgxspark.site import HostSpec
-from pytest_dgxspark.targets_conn.ssh import HostTarget, HostUnreachable
+from pytest_dgxspark import probes
+from pytest_dgxspark.probes import Command, Settings, gather
+from pytest_dgxspark.site.model import HostSpec
+from pytest_dgxspark.targets.ssh import HostTarget, HostUnreachable
 
 
 def local_target(name: str = "gpu-01") -> HostTarget:

@@ -5,20 +5,18 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 
-import pytest
-
 from pytest_dgxspark.report.junitagree import agree
 from tests.pytester_args import SITE_ARGS, SSH_FAULT
 
 SUITE = (
-    "from pytest_dgxspark.outcome import TargetError\nfrom pytest_dgxspark.targets_conn.causes import SSH_CAUSES\n\n"
+    "from pytest_dgxspark.outcome import TargetError\nfrom pytest_dgxspark.targets.causes import SSH_CAUSES\n\n"
     "@pytest.fixture\ndef no_node():\n    pytest.fail('the cluster has no Node named gpu-01')\n\n"
     "@pytest.mark.rule('ADR-0002.host-static-ip')\ndef test_reach():\n"
     f"    {SSH_FAULT}\n\n"
     "@pytest.mark.rule('ADR-0001.node-metadata')\ndef test_node(no_node):\n    pass\n\n"
     "@pytest.mark.rule('ADR-0001.cni-cilium')\ndef test_cni():\n    assert False, 'the CNI is canal, not cilium'\n\n"
     "@pytest.mark.rule('ADR-0001.rke2-config')\ndef test_config():\n    pass\n\n"
-    "from pytest_dgxspark.targets_conn.causes import API_CAUSES\n\n"
+    "from pytest_dgxspark.targets.causes import API_CAUSES\n\n"
     "@pytest.fixture\ndef dead_api():\n"
     "    raise TargetError('Kubernetes API of context x: cannot read GET /api/v1/nodes: refused', "
     "target='api:tirosh-home/rke2/gpu', cause=API_CAUSES['refused'])\n\n"

@@ -8,9 +8,10 @@ import sys
 
 import pytest
 
-from pytest_dgxspark.evidence import Evidence
-from pytest_dgxspark.site import HostSpec, SiteError, load_inventory
-from pytest_dgxspark.targets_conn.ssh import HostTarget, timed_out
+from pytest_dgxspark.checking import timed_out
+from pytest_dgxspark.judge.evidence import Evidence
+from pytest_dgxspark.site.model import HostSpec, SiteError, load_inventory
+from pytest_dgxspark.targets.ssh import HostTarget
 from tests.conftest import REPO
 
 LOCAL_INVENTORY = ("all:\n  children:\n    rke2_servers:\n      hosts:\n        gpu-01:\n"

@@ -6,6 +6,7 @@ import json
 import xml.etree.ElementTree as ET
 
 import pytest
+
 from tests.pytester_args import SITE_ARGS
 
 EXIT_INCOMPLETE = 8

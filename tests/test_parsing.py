@@ -7,9 +7,10 @@ import json
 
 import pytest
 
-from pytest_dgxspark import parsing as p
-from pytest_dgxspark import siterepo
+from pytest_dgxspark.kube import objects as p
+from pytest_dgxspark.site import repo as siterepo
 from pytest_dgxspark.testbed import captures
+
 OPEN_AARCH64 = (
     "NVRM version: NVIDIA UNIX Open Kernel Module for aarch64  580.95.05  Release Build  "
     "(dvs-builder@U16-I3-B03-4-3)  Thu Sep 18 16:27:23 UTC 2025\n"
@@ -147,6 +148,6 @@ def test_api_endpoints_match_by_address_and_port():
 @pytest.mark.parametrize(("name", "cuda"), [("gb10-nvidia-smi.txt", "13.0"), ("h100-8gpu-nvidia-smi.txt", "12.7"),
                                             ("b200-nvidia-smi.txt", "13.3")])
 def test_provenance_reads_the_cuda_version_of_every_captured_header(name: str, cuda: str) -> None:
-    from pytest_dgxspark import provenance
+    from pytest_dgxspark.probes import provenance
 
     assert provenance._CUDA.search(_capture(name)).group(1) == cuda  # R610 says "CUDA UMD Version"

@@ -2,13 +2,11 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
-from pytest_dgxspark.rules import load_catalog
+from pytest_dgxspark.catalog.rules import load_catalog
 from tests.pytester_args import SITE_ARGS
-
 
 
 def results(pytester: pytest.Pytester) -> dict:

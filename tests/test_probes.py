@@ -9,7 +9,7 @@ from testinfra.backend.base import CommandResult
 
 from pytest_dgxspark import probes
 from pytest_dgxspark.probes import Settings, containerd, network, nvidia_driver, nvml, rke2, system
-from pytest_dgxspark.site import HostSpec
+from pytest_dgxspark.site.model import HostSpec
 
 
 def answer(stdout: str = "", rc: int = 0, stderr: str = "") -> CommandResult:

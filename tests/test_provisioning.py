@@ -103,7 +103,7 @@ def test_yamllint_passes_on_the_whole_repository() -> None:
 
 
 def test_make_help_lists_every_target_with_one_line() -> None:
-    from pytest_dgxspark.siterepo import parse_make_rules
+    from pytest_dgxspark.site.repo import parse_make_rules
 
     targets = set()
     for makefile in (REPO / "Makefile", PROVISIONING / "rke2.mk"):
@@ -841,7 +841,8 @@ def test_kubeconfig_merges_a_context_the_suite_and_kubernetes_client_can_use(reh
     first = rehearsal.make("rke2/kubeconfig")
     first.assert_ok()
     assert first.changed("gpu-01") >= 1
-    from kubernetes import client, config as kubeconfig
+    from kubernetes import client
+    from kubernetes import config as kubeconfig
 
     api = client.CoreV1Api(kubeconfig.new_client_from_config(str(rehearsal.kubeconfig_out), context="tirosh-home/rke2/gpu"))
     assert sorted(n.metadata.name for n in api.list_node().items) == ["cpu-01", "gpu-01"]
@@ -887,7 +888,8 @@ class HelmController:
     helm-install Job by a new one (new uid) that succeeds or fails, as helm-controller does for a changed chart."""
 
     def __init__(self, rehearsal: SiteRehearsal, outcome: str) -> None:
-        from kubernetes import client, config as kubeconfig
+        from kubernetes import client
+        from kubernetes import config as kubeconfig
 
         self.rehearsal, self.outcome = rehearsal, outcome
         api = kubeconfig.new_client_from_config(str(rehearsal.kubeconfig_out), context="tirosh-home/rke2/gpu")
@@ -979,7 +981,8 @@ class TokenController:
     service-account-token Secret with a token the cluster's API accepts and its CA."""
 
     def __init__(self, rehearsal: SiteRehearsal) -> None:
-        from kubernetes import client, config as kubeconfig
+        from kubernetes import client
+        from kubernetes import config as kubeconfig
 
         api = kubeconfig.new_client_from_config(str(rehearsal.kubeconfig_out), context="tirosh-home/rke2/gpu")
         self.core = client.CoreV1Api(api)
@@ -1027,8 +1030,10 @@ def test_argocd_register_adds_the_cluster_secret_and_a_second_run_changes_nothin
     first = rehearsal.make("rke2/argocd/register")
     first.assert_ok()
     assert controller.filled and first.changed("gpu-01") == 2, first.output[-3000:]  # the RBAC loop, the cluster Secret
-    from kubernetes import client, config as kubeconfig
     import base64
+
+    from kubernetes import client
+    from kubernetes import config as kubeconfig
 
     mgmt = client.CoreV1Api(kubeconfig.new_client_from_config(str(rehearsal.kubeconfig_out), context="tirosh-home/k3s/argocd"))
     secret = mgmt.read_namespaced_secret("cluster-tirosh-home-rke2-gpu", "argocd")

@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from pytest_dgxspark import redact as redaction
-from pytest_dgxspark.redact import REDACTED, redact, redact_args, redact_text
-from pytest_dgxspark.site import HostSpec, load_site
+from pytest_dgxspark.data import redact as redaction
+from pytest_dgxspark.data.redact import REDACTED, redact, redact_args, redact_text
+from pytest_dgxspark.site.model import HostSpec, load_site
 
 
 @pytest.fixture(autouse=True)
@@ -116,7 +116,7 @@ def test_a_kubeconfig_ca_is_public_and_kept_while_its_client_key_and_token_go():
 
 
 def test_an_evidence_label_holding_a_secret_is_redacted_before_it_names_a_place_in_the_log():
-    from pytest_dgxspark.evidence import Evidence
+    from pytest_dgxspark.judge.evidence import Evidence
 
     store: list = []
     Evidence(store, "evidence of t").record("curl -H 'Authorization: Bearer eyJhbGciOiJSUzI1NiJ9.abc.def'", "x")

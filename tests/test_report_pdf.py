@@ -171,7 +171,7 @@ def test_verify_fails_on_a_summary_pdf_that_is_not_a_pdf(unprinted: Path, capsys
 
 
 def test_a_summary_holding_a_secret_the_run_read_is_never_printed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_dgxspark import redact
+    from pytest_dgxspark.data import redact
 
     monkeypatch.setattr(bundle_module, "chromium", lambda: pytest.fail("a leaking summary must not be printed"))
     log = redact.reset()

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dgxspark.closing import EXIT_INCOMPLETE
 from pytest_dgxspark.report import bundle as bundle_module
 from pytest_dgxspark.report import cli
+from pytest_dgxspark.report.closing import EXIT_INCOMPLETE
 from pytest_dgxspark.report.manifest import check_manifest, read_manifest
 from pytest_dgxspark.report.pdf import chromium
 

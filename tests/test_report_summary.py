@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from pytest_dgxspark.catalog.rules import load_catalog
 from pytest_dgxspark.report.example import RULE_LAYERS, example_results
 from pytest_dgxspark.report.pdf import chromium, print_pdf
 from pytest_dgxspark.report.summary import LAYERS, SummaryError, render_summary
-from pytest_dgxspark.rules import load_catalog
 
 RULE_IDS = [rule for ids in RULE_LAYERS.values() for rule in ids]
 FAULT = {"ADR-0002.host-nvml": "failed", "ADR-0002.allocatable": "blocked"}

@@ -5,12 +5,12 @@ import json
 
 import pytest
 
-from pytest_dgxspark.rules import load_catalog
+from pytest_dgxspark.catalog.rules import load_catalog
 from tests.pytester_args import SITE_ARGS
 
 EXIT_INCOMPLETE = 8
 IMPORTS = ("from pytest_dgxspark.outcome import TargetError\n"
-           "from pytest_dgxspark.targets_conn.causes import SSH_CAUSES, API_CAUSES\n\n")
+           "from pytest_dgxspark.targets.causes import SSH_CAUSES, API_CAUSES\n\n")
 
 
 def results(pytester: pytest.Pytester) -> dict:

@@ -6,11 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from pytest_dgxspark.catalog.rules import load_catalog
+from pytest_dgxspark.judge.scope import scope_of
 from pytest_dgxspark.report.drift import Baseline, compute_drift
-from pytest_dgxspark.rules import load_catalog
-from pytest_dgxspark.scope import scope_of
 from tests.pytester_args import SITE_ARGS
-
 
 
 def _all_rules(body_for: dict[str, str]) -> str:

@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dgxspark.closing import EXIT_INCOMPLETE
+from pytest_dgxspark.report.closing import EXIT_INCOMPLETE
 from tests.conftest import REPO
-
 
 
 def _pytest(report_dir: Path, *args: str) -> subprocess.CompletedProcess:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_dgxspark.site import SiteError, load_site
+from pytest_dgxspark.site.model import SiteError, load_site
 
 
 def test_the_tirosh_home_site_carries_the_adr_values():
@@ -67,7 +67,7 @@ def test_a_missing_site_file_is_named(site_copy):
 
 
 def test_an_ini_ansible_inventory_works_too(tmp_path):
-    from pytest_dgxspark.site import load_inventory
+    from pytest_dgxspark.site.model import load_inventory
 
     ini = tmp_path / "hosts.ini"
     ini.write_text("[rke2_servers]\ngpu-01 ansible_host=10.0.0.21 ansible_user=ubuntu dgxspark_model=dgx-spark\n\n"

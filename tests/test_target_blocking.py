@@ -7,18 +7,19 @@ import json
 import xml.etree.ElementTree as ET
 
 import pytest
+
 from tests.pytester_args import SITE_ARGS, SSH_FAULT
 
 # Stand-ins for the plugin's host and cluster fixtures: nothing here may connect to the site's real address.
 CONFTEST = (
     "import pytest\n"
     "from pytest_dgxspark.outcome import TargetError\n"
-    "from pytest_dgxspark.targets_conn.causes import SSH_CAUSES\n\n"
+    "from pytest_dgxspark.targets.causes import SSH_CAUSES\n\n"
     "@pytest.fixture\ndef host_target(host_spec):\n"
     f"    {SSH_FAULT}\n\n"
     "@pytest.fixture(scope='session')\ndef cluster():\n    return {'gpu-01': {'Ready': 'True'}}\n"
 )
-HEADER = "from pytest_dgxspark.outcome import TargetError\nfrom pytest_dgxspark.targets_conn.causes import SSH_CAUSES\n\n"
+HEADER = "from pytest_dgxspark.outcome import TargetError\nfrom pytest_dgxspark.targets.causes import SSH_CAUSES\n\n"
 
 
 def results(pytester: pytest.Pytester) -> dict:
@@ -101,7 +102,7 @@ def test_without_its_connectivity_rule_the_first_fault_on_a_host_accounts_for_th
 
 def test_the_real_suites_reach_each_target_through_its_owner_first_and_keep_every_rule_after_its_prerequisites(
         pytester):
-    from pytest_dgxspark.rules import load_catalog, rule_of
+    from pytest_dgxspark.catalog.rules import load_catalog, rule_of
     from tests.conftest import REPO
 
     rec = pytester.inline_run(str(REPO / "suites"), "--collect-only", "--testbed", "healthy", "--rootdir", str(REPO),

@@ -158,7 +158,7 @@ def test_every_kind_honours_limit(tb: Testbed, raw: Raw) -> None:
 
 
 def test_the_suites_cluster_reader_follows_continue_tokens(tb: Testbed, monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_dgxspark.targets_conn.cluster import Cluster
+    from pytest_dgxspark.targets.cluster import Cluster
 
     cluster = Cluster(tb.kubeconfig, tb.contexts["workload"])
     pages: list[int] = []

@@ -465,7 +465,7 @@ ROOT_CAUSE_GAPS = {
 
 
 def test_every_rule_but_the_known_gaps_is_a_root_cause_in_some_bundled_scenario() -> None:
-    from pytest_dgxspark.rules import load_catalog
+    from pytest_dgxspark.catalog.rules import load_catalog
 
     rule_ids = {rule.id for rule in load_catalog()}
     causes = {rid for name, _ in bundled() for rid in load(name).expect["root_causes"]}

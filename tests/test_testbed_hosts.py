@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 import testinfra
+import yaml
 
 from pytest_dgxspark.testbed import captures, hostfiles, hosts, native, netns
 
@@ -387,8 +387,8 @@ def test_a_frozen_host_keeps_tcp_up_while_its_commands_hang(tmp_path: Path, keyp
 
 
 def test_the_suites_ssh_backend_gives_up_on_a_frozen_host_instead_of_hanging(tmp_path: Path, keypair: Path, slot: int) -> None:
-    from pytest_dgxspark.site import HostSpec
-    from pytest_dgxspark.targets_conn.ssh import HostTarget, HostUnreachable
+    from pytest_dgxspark.site.model import HostSpec
+    from pytest_dgxspark.targets.ssh import HostTarget, HostUnreachable
 
     with running({"faults": {"freeze_after": 1}}, tmp_path, keypair, slot) as node:
         control = Path(tempfile.mkdtemp(prefix="dgxs-fz-"))

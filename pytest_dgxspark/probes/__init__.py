@@ -3,7 +3,7 @@
 Each probe module declares its `NAME`, the `commands(spec, settings)` it needs (and `followups` whose text depends on
 first answers), and a `Reading` of one host: the raw answers (for `completed()` and the evidence) and the values
 parsed from them. Checks take the probe's fixture (`driver_probe`, `nvml_probe`, ... in fixtures.py), which is how a
-test declares the probes it reads: the gathering step (`pytest_dgxspark.gather`) runs the commands of exactly the
+test declares the probes it reads: the gathering step (`pytest_dgxspark.probes.gather`) runs the commands of exactly the
 probes the selected tests read (plus `system`, which identity and provenance read), once per host, all hosts at once,
 before the first host check. A command that was not gathered runs when a check first reads it.
 """

@@ -10,8 +10,8 @@ from typing import Any
 
 import yaml
 
+from pytest_dgxspark.data.values import dig, version_tuple
 from pytest_dgxspark.probes import Command, Reading, Settings, quoted, split_cmdline
-from pytest_dgxspark.values import dig, version_tuple
 
 KUBELET_CMDLINE = "pid=$(pgrep -o -x kubelet) && cat /proc/$pid/cmdline"
 KUBELET_CONFIG_DIR = "/var/lib/rancher/rke2/agent/etc/kubelet.conf.d"  # RKE2's --config-dir when the flag is absent

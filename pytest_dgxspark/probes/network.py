@@ -10,8 +10,8 @@ from typing import Any
 
 import yaml
 
+from pytest_dgxspark.data.values import as_bool
 from pytest_dgxspark.probes import Command, Reading, Settings, quoted
-from pytest_dgxspark.values import as_bool
 
 NAME = "network"
 IP_ADDR = "ip -j addr show"

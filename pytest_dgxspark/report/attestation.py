@@ -8,7 +8,7 @@ from typing import Any
 
 from pytest_dgxspark.report.ctrf import tool_version
 from pytest_dgxspark.report.manifest import bundle_files, sha256_file
-from pytest_dgxspark.results import write_atomic
+from pytest_dgxspark.report.results import write_atomic
 
 ATTESTATION = "attestation.intoto.json"
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"

@@ -59,8 +59,8 @@ def html_leaks(run_dir: Path) -> list[str]:
     a summary that holds a secret is never printed.
     """
     try:
-        from pytest_dgxspark import redact
-        from pytest_dgxspark.secretscan import scan_file
+        from pytest_dgxspark.data import redact
+        from pytest_dgxspark.report.secretscan import scan_file
     except ImportError:  # pragma: no cover - the report package used without the core
         return []
     secrets = redact.LOG.secrets()

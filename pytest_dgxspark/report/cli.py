@@ -14,9 +14,9 @@ from pytest_dgxspark.report.ctrf import check_ctrf
 from pytest_dgxspark.report.manifest import MANIFEST, SIGNATURE, ManifestError, check_manifest
 from pytest_dgxspark.report.messages import LANGS
 from pytest_dgxspark.report.pdf import PDF, PdfError, print_pdf
+from pytest_dgxspark.report.results import write_atomic
 from pytest_dgxspark.report.signing import SigningError, key_problem, verify_signature
 from pytest_dgxspark.report.summary import SummaryError, render_summary, write_summary
-from pytest_dgxspark.results import write_atomic
 
 OK, FAILED, USAGE = 0, 1, 2
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_dgxspark.report.matrix import evidence_href
-from pytest_dgxspark.results import write_atomic
+from pytest_dgxspark.report.results import write_atomic
 
 CTRF = "ctrf.json"
 SPEC_VERSION = "0.0.0"

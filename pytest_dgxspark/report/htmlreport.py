@@ -14,7 +14,7 @@ _COLUMNS = (("rule", "Rule"), ("layer", "Layer"), ("severity", "Severity"))
 
 def rule_of(item: pytest.Item) -> str | None:
     """The rule id of a test item (its closest `rule` marker), or None: the core's one lookup."""
-    from pytest_dgxspark.rules import rule_of as core_rule_of
+    from pytest_dgxspark.catalog.rules import rule_of as core_rule_of
 
     return core_rule_of(item)
 
@@ -29,7 +29,7 @@ def add_rule_property(item: pytest.Item) -> None:
 def _catalog(config: pytest.Config) -> dict[str, Any]:
     """The run's one catalog (the core's), as id -> Rule."""
     try:
-        from pytest_dgxspark.rules import run_catalog
+        from pytest_dgxspark.catalog.rules import run_catalog
 
         return dict(run_catalog(config).rules)
     except Exception:  # noqa: BLE001 - the catalog's own errors are reported by the core
@@ -43,7 +43,7 @@ def layer_sort_key(layer: str) -> str:
 
 def _evidence_of(item: pytest.Item) -> list[dict[str, Any]]:
     try:
-        from pytest_dgxspark.evidence import evidence_key
+        from pytest_dgxspark.judge.evidence import evidence_key
     except ImportError:
         return []
     return list(item.stash.get(evidence_key, None) or [])

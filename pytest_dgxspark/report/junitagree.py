@@ -11,7 +11,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from pytest_dgxspark.results import write_atomic
+from pytest_dgxspark.report.results import write_atomic
 
 # results.json status -> the junit element it is written as (blocked and not-applicable are <skipped> already)
 ELEMENT = {"error": "error", "failed": "failure"}

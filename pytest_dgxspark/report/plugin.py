@@ -44,15 +44,13 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[bundle_key] = wanted
     if not wanted:
         return
-    try:
-        from pytest_dgxspark.results import run_info
-        from pytest_dgxspark.runstate import is_active
-    except ImportError:
-        config.stash[bundle_key] = False
-        return
+    from pytest_dgxspark.plan import is_active, report_dir
+    from pytest_dgxspark.report.results import report_dir_key, run_info
+
     if not is_active(config):
         config.stash[bundle_key] = False
         return
+    config.stash[report_dir_key] = report_dir(config)  # before the plan: pytest-html and junit need the run dir now
     run_dir = run_info(config).dir
     if config.pluginmanager.has_plugin("html") and not getattr(config.option, "htmlpath", None):
         config.option.htmlpath = str(run_dir / "report.html")
@@ -116,7 +114,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     """With results.json, report.html and junit.xml written: summary.html, MANIFEST.sha256 and its signature."""
     if not config.stash.get(bundle_key, False):
         return
-    from pytest_dgxspark.results import results_key, run_info
+    from pytest_dgxspark.report.results import results_key, run_info
 
     if results_key not in config.stash or plan_key not in config.stash:
         return

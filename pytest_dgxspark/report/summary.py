@@ -12,7 +12,7 @@ from markupsafe import Markup
 
 from pytest_dgxspark.report import facts, matrix, messages
 from pytest_dgxspark.report.matrix import LAYERS
-from pytest_dgxspark.results import write_atomic
+from pytest_dgxspark.report.results import write_atomic
 
 SEOUL = ZoneInfo("Asia/Seoul")
 _TEMPLATES = Path(__file__).parent / "templates"

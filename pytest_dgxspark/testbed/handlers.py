@@ -8,7 +8,15 @@ import traceback
 from typing import Any
 
 from pytest_dgxspark.testbed import deletes, openapi, paging, printing, resources, reviews, writes
-from pytest_dgxspark.testbed.reply import ApiError, Exchange, bad_request, method_not_allowed, no_route, not_found, status_body
+from pytest_dgxspark.testbed.reply import (
+    ApiError,
+    Exchange,
+    bad_request,
+    method_not_allowed,
+    no_route,
+    not_found,
+    status_body,
+)
 from pytest_dgxspark.testbed.resources import Resource
 from pytest_dgxspark.testbed.store import SelectorError, field_value, parse_fields, parse_labels
 

@@ -15,10 +15,11 @@ from typing import Any
 
 import yaml
 
-from pytest_dgxspark.testbed import netns, objects, pki, scenario as scenarios
+from pytest_dgxspark.testbed import netns, objects, pki
+from pytest_dgxspark.testbed import scenario as scenarios
 from pytest_dgxspark.testbed.node import host_metadata
-from pytest_dgxspark.testbed.world import make_context
 from pytest_dgxspark.testbed.sshkeys import write_keypair
+from pytest_dgxspark.testbed.world import make_context
 
 API_PORT = 6443
 READY_TIMEOUT_S = 15.0
@@ -47,8 +48,8 @@ def load_site(site: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """(vars of rke2/vars.yml, the GPU Operator HelmChart) of a site directory, validated like any site. The testbed
     takes only the kubeconfig context names from the vars (and the inventory's host vars, site_host_vars): the live
     clusters and hosts come from the scenario alone."""
-    from pytest_dgxspark.site import SiteError
-    from pytest_dgxspark.site import load_site as load_validated
+    from pytest_dgxspark.site.model import SiteError
+    from pytest_dgxspark.site.model import load_site as load_validated
 
     try:
         loaded = load_validated(Path(site))
@@ -59,8 +60,8 @@ def load_site(site: Path) -> tuple[dict[str, Any], dict[str, Any]]:
 
 def site_host_vars(site: Path) -> dict[str, dict[str, Any]]:
     """Each host the site's inventory names -> its host vars (group vars merged), as a run would read them."""
-    from pytest_dgxspark.site import SiteError
-    from pytest_dgxspark.site import load_site as load_validated
+    from pytest_dgxspark.site.model import SiteError
+    from pytest_dgxspark.site.model import load_site as load_validated
 
     try:
         loaded = load_validated(Path(site))

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_dgxspark.data.yamlload import load_yaml, load_yaml_all, loads
 from pytest_dgxspark.testbed.faults import Faults, FaultSpecError
-from pytest_dgxspark.yamlload import load_yaml, load_yaml_all, loads
 
 BUNDLED_DIR = Path(__file__).parent / "scenarios"
 TOP_LEVEL_KEYS = frozenset({"description", "extends", "nodes", "cluster", "management", "expect"})

@@ -13,7 +13,16 @@ import yaml
 
 from pytest_dgxspark.testbed import bootstrap, crdschemas, fieldmanager, openapi, patches, protobuf, resources
 from pytest_dgxspark.testbed.podshape import SUFFIX_ALPHABET, ts
-from pytest_dgxspark.testbed.reply import ApiError, Exchange, bad_request, conflict, details, invalid, not_found, qualified
+from pytest_dgxspark.testbed.reply import (
+    ApiError,
+    Exchange,
+    bad_request,
+    conflict,
+    details,
+    invalid,
+    not_found,
+    qualified,
+)
 from pytest_dgxspark.testbed.resources import Resource
 
 # kinds whose registry strategy keeps metadata.generation (built-ins that have a spec; every custom resource)

@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from pytest_dgxspark import not_applicable
-from pytest_dgxspark.connections import HostTarget, timed_out
-from pytest_dgxspark.checking import host_answers, require, unreadable
+from pytest_dgxspark.checking import host_answers, require, timed_out, unreadable
 from pytest_dgxspark.probes.nvidia_driver import SMI_LIST_TIMEOUT_S, Driver
+from pytest_dgxspark.targets.connections import HostTarget
 
 
 @pytest.mark.rule("ADR-0002.allocatable")

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from pytest_dgxspark.evidence import decode_b64
-from pytest_dgxspark.parsing import same_endpoint
 from pytest_dgxspark.checking import not_verifiable, require
+from pytest_dgxspark.judge.evidence import decode_b64
+from pytest_dgxspark.kube.objects import same_endpoint
 
 SECRET_TYPE = "argocd.argoproj.io/secret-type=cluster"
 

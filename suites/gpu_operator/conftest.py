@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from pytest_dgxspark.parsing import pod_ready
+from pytest_dgxspark.kube.objects import pod_ready
 
 
 class OperatorPods:

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from pytest_dgxspark.parsing import helm_values
 from pytest_dgxspark.checking import require
+from pytest_dgxspark.site.model import helm_values
 
 # HelmChart spec keys that change the installed chart or its values when set on the live object only
 OVERRIDING_KEYS = frozenset({"set", "valuesSecrets", "chartContent", "repo", "version", "chart", "valuesContent"})

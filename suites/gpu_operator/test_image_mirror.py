@@ -5,12 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
 import yaml
 
 from pytest_dgxspark import not_applicable
-from pytest_dgxspark.parsing import image_registry
 from pytest_dgxspark.checking import completed, require, unreadable
+from pytest_dgxspark.data.values import image_registry
 from pytest_dgxspark.probes import rke2
 from pytest_dgxspark.probes.rke2 import REGISTRIES_FILE as REGISTRIES_YAML
 

@@ -6,9 +6,10 @@ from typing import Any
 
 import pytest
 
-from pytest_dgxspark.podstate import pod_story
-from pytest_dgxspark.parsing import clusterpolicy_readiness, dig, pod_summary
 from pytest_dgxspark.checking import require
+from pytest_dgxspark.data.values import dig
+from pytest_dgxspark.kube.objects import clusterpolicy_readiness, pod_summary
+from pytest_dgxspark.kube.podstate import pod_story
 
 # DaemonSet -> the chart value that can disable it (None: always deployed)
 COMPONENTS = {

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from pytest_dgxspark.parsing import clusterpolicy_readiness, pod_ready, pod_summary
 from pytest_dgxspark.checking import finding, require
-from pytest_dgxspark.podstate import pod_story
+from pytest_dgxspark.kube.objects import clusterpolicy_readiness, pod_ready, pod_summary
+from pytest_dgxspark.kube.podstate import pod_story
 
 OPERATOR_POD = re.compile(r"^gpu-operator-[a-z0-9]+-[a-z0-9]{5}$")
 

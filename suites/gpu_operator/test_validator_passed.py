@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from pytest_dgxspark.parsing import pod_summary
 from pytest_dgxspark.checking import require
-from pytest_dgxspark.podstate import in_words, pod_story
+from pytest_dgxspark.kube.objects import pod_summary
+from pytest_dgxspark.kube.podstate import in_words, pod_story
 
 
 @pytest.mark.rule("ADR-0002.validator-passed")

@@ -8,10 +8,11 @@ from typing import Any
 import pytest
 
 from pytest_dgxspark import not_applicable
-from pytest_dgxspark.connections import HostTarget, timed_out
-from pytest_dgxspark.parsing import dig, pod_summary
-from pytest_dgxspark.checking import completed, require, unreadable
+from pytest_dgxspark.checking import completed, require, timed_out, unreadable
+from pytest_dgxspark.data.values import dig
+from pytest_dgxspark.kube.objects import pod_summary
 from pytest_dgxspark.probes.nvidia_driver import HOST_DRIVER_PROBE, Driver
+from pytest_dgxspark.targets.connections import HostTarget
 
 DRIVER_LABEL = "nvidia.com/gpu.deploy.driver"
 DEPLOY_PREFIX = "nvidia.com/gpu.deploy."

@@ -7,11 +7,17 @@ from typing import Any
 import pytest
 
 from pytest_dgxspark import not_applicable
-from pytest_dgxspark.connections import HostTarget, timed_out
-from pytest_dgxspark.checking import completed, finding, host_answers, require, unreadable
+from pytest_dgxspark.checking import completed, finding, host_answers, require, timed_out, unreadable
 from pytest_dgxspark.probes.nvidia_driver import (
-    DRIVER_VERSION_FILE, GPU_MODELS, KERNEL_LOG_NVRM, LSMOD, PROC_GPUS, SMI_QUERY, Driver,
+    DRIVER_VERSION_FILE,
+    GPU_MODELS,
+    KERNEL_LOG_NVRM,
+    LSMOD,
+    PROC_GPUS,
+    SMI_QUERY,
+    Driver,
 )
+from pytest_dgxspark.targets.connections import HostTarget
 
 SMI_NVML_NOT_FOUND = 12
 SMI_NOT_INSTALLED = 127  # the shell's "command not found", not an nvidia-smi exit status

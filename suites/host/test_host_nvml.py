@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from pytest_dgxspark import not_applicable
-from pytest_dgxspark.connections import HostTarget, timed_out
-from pytest_dgxspark.checking import completed, host_answers, require, unreadable
+from pytest_dgxspark.checking import completed, host_answers, require, timed_out, unreadable
 from pytest_dgxspark.probes.nvml import LDCONFIG, NVML_TIMEOUT_S, Nvml
+from pytest_dgxspark.targets.connections import HostTarget
 
 NVML_NOT_SUPPORTED = 3
 PYTHON_NOT_INSTALLED = 127

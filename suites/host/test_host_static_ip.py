@@ -7,11 +7,19 @@ from typing import Any
 import pytest
 import yaml
 
-from pytest_dgxspark.connections import HostTarget
-from pytest_dgxspark.site import HostSpec
-from pytest_dgxspark.parsing import netplan_dhcp_interfaces, netplan_uses_dhcp, addresses_of, node_internal_ips
 from pytest_dgxspark.checking import completed, require, unreadable
-from pytest_dgxspark.probes.network import IP_ADDR, NETPLAN, Network, nmcli_method
+from pytest_dgxspark.probes.network import (
+    IP_ADDR,
+    NETPLAN,
+    Network,
+    addresses_of,
+    netplan_dhcp_interfaces,
+    netplan_uses_dhcp,
+    nmcli_method,
+)
+from pytest_dgxspark.site.model import HostSpec
+from pytest_dgxspark.targets.cluster import node_internal_ips
+from pytest_dgxspark.targets.connections import HostTarget
 
 
 @pytest.mark.rule("ADR-0002.host-static-ip")

@@ -7,8 +7,9 @@ from typing import Any
 import pytest
 import yaml
 
-from pytest_dgxspark.parsing import as_bool, dig, pod_summary
 from pytest_dgxspark.checking import require
+from pytest_dgxspark.data.values import as_bool, dig
+from pytest_dgxspark.kube.objects import pod_summary
 
 
 def _cilium_config(cluster: Any) -> dict[str, Any] | None:

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from pytest_dgxspark.parsing import pod_ready, pod_summary
 from pytest_dgxspark.checking import require
+from pytest_dgxspark.kube.objects import pod_ready, pod_summary
 
 OTHER_CNI_PREFIXES = ("rke2-canal", "canal-", "calico-node", "calico-kube-controllers", "kube-flannel", "flannel-")
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from pytest_dgxspark.checking import completed, unreadable
-from pytest_dgxspark.connections import HostTarget
 from pytest_dgxspark.probes.rke2 import Rke2Host
+from pytest_dgxspark.targets.connections import HostTarget
 
 HARDENING_KEYS = (
     "profile", "secrets-encryption", "selinux", "protect-kernel-defaults", "pod-security-admission-config-file",

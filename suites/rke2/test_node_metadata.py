@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from pytest_dgxspark.site import HostSpec
-from pytest_dgxspark.parsing import node_taints, parse_labels, parse_taint
 from pytest_dgxspark.checking import require
+from pytest_dgxspark.kube.objects import node_taints, parse_labels, parse_taint
+from pytest_dgxspark.site.model import HostSpec
 
 OPERATOR_OWNED_LABELS = ("nvidia.com/gpu.present",)
 SYSTEM_TAINT_PREFIXES = ("node.kubernetes.io/", "node.cloudprovider.kubernetes.io/", "node.cilium.io/", "ToBeDeletedByClusterAutoscaler")

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from pytest_dgxspark.site import HostSpec
-from pytest_dgxspark.parsing import node_condition
 from pytest_dgxspark.checking import require
+from pytest_dgxspark.kube.objects import node_condition
+from pytest_dgxspark.site.model import HostSpec
 
 
 @pytest.mark.rule("ADR-0001.node-ready")

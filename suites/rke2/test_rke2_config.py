@@ -6,10 +6,11 @@ from typing import Any
 
 import pytest
 
-from pytest_dgxspark.connections import HostTarget
-from pytest_dgxspark.parsing import as_bool, as_list, parse_taint
 from pytest_dgxspark.checking import require
+from pytest_dgxspark.data.values import as_bool, as_list
+from pytest_dgxspark.kube.objects import parse_taint
 from pytest_dgxspark.probes.rke2 import CONFIG_FILE as CONFIG
+from pytest_dgxspark.targets.connections import HostTarget
 
 
 @pytest.mark.rule("ADR-0001.rke2-config")

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from pytest_dgxspark.checking import completed, require, unreadable
-from pytest_dgxspark.connections import HostTarget
 from pytest_dgxspark.probes.rke2 import Rke2Host, parse_unit_show, unit_show
+from pytest_dgxspark.targets.connections import HostTarget
 
 NOT_INSTALLED = 127
 

@@ -7,13 +7,15 @@ from typing import Any
 import pytest
 
 from pytest_dgxspark import not_applicable
-from pytest_dgxspark.connections import HostTarget
-from pytest_dgxspark.parsing import dig, parse_runtime_version, pod_ready, pod_summary
 from pytest_dgxspark.checking import completed, require, unreadable
-from pytest_dgxspark.probes.containerd import CDI_SPECS, NRI_SOCKET_PATH as NRI_SOCKET, Runtime
+from pytest_dgxspark.data.values import dig
+from pytest_dgxspark.kube.objects import pod_ready, pod_summary
+from pytest_dgxspark.probes.containerd import CDI_SPECS, Runtime, parse_runtime_version
 from pytest_dgxspark.probes.containerd import NRI_SOCKET as NRI_SOCKET_TEST
+from pytest_dgxspark.probes.containerd import NRI_SOCKET_PATH as NRI_SOCKET
 from pytest_dgxspark.probes.containerd import RKE2_CONTAINERD_CONFIG_FILE as RKE2_CONTAINERD_CONFIG
-from pytest_dgxspark.targets_conn.cluster import CrdNotServed
+from pytest_dgxspark.targets.cluster import CrdNotServed
+from pytest_dgxspark.targets.connections import HostTarget
 
 # CDI specs declaring NVIDIA device kinds: the toolkit's management.nvidia.com/gpu and the device plugin's
 # k8s.device-plugin.nvidia.com/gpu (/var/run/cdi/k8s.device-plugin.nvidia.com-gpu.json), any file name.

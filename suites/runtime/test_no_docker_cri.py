@@ -7,9 +7,8 @@ from typing import Any
 import pytest
 
 from pytest_dgxspark.checking import completed, require, unreadable
-from pytest_dgxspark.connections import HostTarget
-from pytest_dgxspark.parsing import parse_runtime_version
-from pytest_dgxspark.probes.containerd import CRI_DOCKERD, DOCKER, Runtime
+from pytest_dgxspark.probes.containerd import CRI_DOCKERD, DOCKER, Runtime, parse_runtime_version
+from pytest_dgxspark.targets.connections import HostTarget
 
 DOCKER_SOCKETS = ("docker.sock", "cri-dockerd.sock", "dockershim.sock")
 

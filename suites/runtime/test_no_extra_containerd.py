@@ -6,10 +6,9 @@ from typing import Any
 
 import pytest
 
-from pytest_dgxspark.connections import HostTarget
-from pytest_dgxspark.parsing import parse_runtime_version
 from pytest_dgxspark.checking import completed, require, unreadable
-from pytest_dgxspark.probes.containerd import SYSTEM_CONTAINERD, Runtime
+from pytest_dgxspark.probes.containerd import SYSTEM_CONTAINERD, Runtime, parse_runtime_version
+from pytest_dgxspark.targets.connections import HostTarget
 
 RKE2_SOCKET = "unix:///run/k3s/containerd/containerd.sock"
 

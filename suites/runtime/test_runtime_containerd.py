@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from pytest_dgxspark.connections import HostTarget, timed_out
-from pytest_dgxspark.parsing import parse_runtime_version
-from pytest_dgxspark.checking import completed, finding, host_answers, require
-from pytest_dgxspark.probes.containerd import CRICTL, CRICTL_TIMEOUT_S, RKE2_SOCKET as RKE2_SOCKET_TEST, Runtime
+from pytest_dgxspark.checking import completed, finding, host_answers, require, timed_out
+from pytest_dgxspark.probes.containerd import CRICTL, CRICTL_TIMEOUT_S, Runtime, parse_runtime_version
+from pytest_dgxspark.probes.containerd import RKE2_SOCKET as RKE2_SOCKET_TEST
+from pytest_dgxspark.targets.connections import HostTarget
 
 RKE2_SOCKET = "unix:///run/k3s/containerd/containerd.sock"
 

@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
-from pytest_dgxspark.parsing import as_bool, dig, exact_chart_version
 from pytest_dgxspark.checking import require
+from pytest_dgxspark.data.values import as_bool, dig
+from pytest_dgxspark.kube.objects import exact_chart_version
 
 NVIDIA_REPO = "https://helm.ngc.nvidia.com/nvidia"
 RKE2_GENERATED = ("config.toml", "config.toml.tmpl", "config-v3.toml.tmpl")

@@ -9,14 +9,14 @@ from typing import Any
 
 import pytest
 
-from pytest_dgxspark.siterepo import (
+from pytest_dgxspark.checking import require, unreadable
+from pytest_dgxspark.site.repo import (
     GPU_OPERATOR_REFERENCE,
     ansible_references,
     make_recipe_closure,
     parse_make_rules,
     strip_yaml_comments,
 )
-from pytest_dgxspark.checking import require, unreadable
 
 INSTALL_TARGETS = ("rke2/server/install", "rke2/agent/install")
 OPERATOR_TARGET = "rke2/gpu/operator/apply"

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from pytest_dgxspark.cudarun import CudaRun, leftovers_key
 from pytest_dgxspark.fixtures import cuda_timeout
+from pytest_dgxspark.kube.cudarun import CudaRun, leftovers_key
 
 
 def _run_id(config: pytest.Config) -> str:
     try:
-        from pytest_dgxspark.results import run_info
+        from pytest_dgxspark.report.results import run_info
 
         return run_info(config).id.lower()
     except Exception:  # noqa: BLE001 - any id unique to the run will do

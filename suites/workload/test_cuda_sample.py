@@ -9,11 +9,11 @@ import pytest
 from kubernetes import watch
 from kubernetes.client.exceptions import ApiException
 
-from pytest_dgxspark.connections import transient
-from pytest_dgxspark.cudarun import per_pod, requests_at_once
-from pytest_dgxspark.podstate import PodStory, pod_story, status_message
-from pytest_dgxspark.parsing import node_taints
 from pytest_dgxspark.checking import require
+from pytest_dgxspark.kube.cudarun import per_pod, requests_at_once
+from pytest_dgxspark.kube.objects import node_taints
+from pytest_dgxspark.kube.podstate import PodStory, pod_story, status_message
+from pytest_dgxspark.targets.connections import transient
 
 TERMINAL = ("Succeeded", "Failed")
 

@@ -108,7 +108,7 @@ class Worker:
     """One interpreter of one locale: forks a child per request and relays its end."""
 
     def __init__(self, key: tuple, handoff: socket.socket) -> None:
-        import atexit, builtins, io, marshal, time, traceback, types, uuid  # noqa: F401,E401 (loaded once: what the
+        import atexit  # noqa: F401,E401 (loaded once: what the
         # shims import and what each child needs)
         self.codes = {}
         for name in sorted(os.listdir(SOURCES)):

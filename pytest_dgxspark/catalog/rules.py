@@ -1,0 +1,227 @@
+"""The rule catalog: every verification rule of the two ADRs, as data, with its dependency DAG."""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from graphlib import CycleError, TopologicalSorter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_dgxspark.data.yamlload import load_yaml
+
+CATALOG_DIR = Path(__file__).parent
+
+# Bottom-up: a layer can only be trusted when the layers below it hold.
+LAYERS = (
+    "site", "host", "rke2", "runtime", "network",
+    "gpu-operator", "device-plugin", "allocatable", "workload", "gitops",
+)
+# Layers that belong wholly to the GPU chain; rules below them join it with `gpu: true`.
+GPU_LAYERS = frozenset({"gpu-operator", "device-plugin", "allocatable", "workload"})
+KINDS = ("required", "conditional", "informational")
+SEVERITIES = ("critical", "major", "minor", "info")
+
+_REQUIRED_KEYS = (
+    "id", "adr", "section", "statement_ko", "title", "layer",
+    "severity", "kind", "depends_on", "remediation", "remediation_ko",
+)
+_OPTIONAL_KEYS = ("gpu", "applies_when", "symptom_of")
+# When a conditional rule applies, decided from the site at configure time (kube-bench's `type: skip`):
+# condition -> (what the site must say, where it says it).
+APPLIES_WHEN = {
+    "airgap": "the site is air-gapped (rke2/vars.yml airgap: true or a mirror_registry)",
+    "management_cluster": "the site names an Argo CD management cluster (rke2/vars.yml argocd_context)",
+}
+
+
+class CatalogError(Exception):
+    """The catalog is malformed; the message lists every problem with its file and entry."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    adr: str
+    section: str
+    statement_ko: str
+    title: str
+    layer: str
+    severity: str
+    kind: str
+    depends_on: tuple[str, ...]
+    remediation: str
+    gpu: bool
+    source: str
+    remediation_ko: str = ""
+    applies_when: tuple[str, ...] = ()  # conditions of APPLIES_WHEN, all of which must hold
+    # Rules whose failure explains a failure of this one on the same host, while its evidence stays meaningful: the
+    # check still runs (a pass is a pass), and a failure under a broken one of them is its symptom (blocked).
+    symptom_of: tuple[str, ...] = ()
+
+    @property
+    def prerequisites(self) -> tuple[str, ...]:
+        """depends_on and symptom_of: every rule that must be judged before this one."""
+        return self.depends_on + tuple(r for r in self.symptom_of if r not in self.depends_on)
+
+    def not_applicable_reason(self, site: Any) -> str | None:
+        """Why this rule does not apply to `site`, or None when it applies (required rules always apply)."""
+        for condition in self.applies_when:
+            if not _holds(condition, site):
+                return f"{self.id} applies only when {APPLIES_WHEN[condition]}; {site.root}/rke2/vars.yml says otherwise"
+        return None
+
+    @property
+    def marker(self) -> str:
+        """The pytest marker of this rule's layer (underscores instead of hyphens)."""
+        return self.layer.replace("-", "_")
+
+    @property
+    def layer_index(self) -> int:
+        return LAYERS.index(self.layer)
+
+
+@dataclass(frozen=True)
+class Catalog:
+    rules: Mapping[str, Rule]
+
+    def __iter__(self):
+        return iter(self.ordered())
+
+    def __len__(self) -> int:
+        return len(self.rules)
+
+    def ordered(self) -> list[Rule]:
+        """Rules bottom-up: by layer, then so that dependencies come first, then by id."""
+        order = {rid: i for i, rid in enumerate(TopologicalSorter(
+            {r.id: set(r.prerequisites) for r in sorted(self.rules.values(), key=lambda r: r.id)}
+        ).static_order())}
+        return sorted(self.rules.values(), key=lambda r: (r.layer_index, order[r.id]))
+
+    def ancestors(self, rule_id: str) -> set[str]:
+        """Every rule that `rule_id` depends on, transitively."""
+        seen: set[str] = set()
+        stack = list(self.rules[rule_id].depends_on)
+        while stack:
+            rid = stack.pop()
+            if rid not in seen:
+                seen.add(rid)
+                stack.extend(self.rules[rid].depends_on)
+        return seen
+
+
+def _holds(condition: str, site: Any) -> bool:
+    if condition == "airgap":
+        return bool(site.airgap or site.mirror_registry)
+    if condition == "management_cluster":
+        return bool(site.management_context)
+    raise KeyError(condition)
+
+
+def _applies_when_problems(entry: dict, where: str) -> list[str]:
+    value = entry.get("applies_when")
+    if value is None:
+        if entry.get("kind") == "conditional":
+            return [f"{where}: a conditional rule needs applies_when (one of {', '.join(APPLIES_WHEN)}: true)"]
+        return []
+    if entry.get("kind") != "conditional":
+        return [f"{where}: applies_when is only for conditional rules; a {entry.get('kind')} rule always applies"]
+    if not isinstance(value, dict) or not value:
+        return [f"{where}: applies_when must be a mapping of conditions to true, e.g. {{airgap: true}}"]
+    problems = [f"{where}: applies_when: unknown condition {k!r}, expected one of {', '.join(APPLIES_WHEN)}"
+                for k in value if k not in APPLIES_WHEN]
+    problems += [f"{where}: applies_when: {k} must be true" for k, v in value.items() if k in APPLIES_WHEN and v is not True]
+    return problems
+
+
+def _entry_problems(entry: object, where: str) -> list[str]:
+    if not isinstance(entry, dict):
+        return [f"{where}: expected a mapping with keys {', '.join(_REQUIRED_KEYS)}, got {type(entry).__name__}"]
+    problems = []
+    unknown = sorted(set(entry) - set(_REQUIRED_KEYS) - set(_OPTIONAL_KEYS))
+    if unknown:
+        problems.append(f"{where}: unknown key(s) {', '.join(map(str, unknown))}")
+    missing = [k for k in _REQUIRED_KEYS if k not in entry]
+    if missing:
+        problems.append(f"{where}: missing key(s) {', '.join(missing)}")
+    for key, allowed in (("layer", LAYERS), ("kind", KINDS), ("severity", SEVERITIES)):
+        if key in entry and entry[key] not in allowed:
+            problems.append(f"{where}: {key} is {entry[key]!r}, expected one of {', '.join(allowed)}")
+    for key in ("depends_on", "symptom_of"):
+        if key in entry and not (isinstance(entry[key], list) and all(isinstance(d, str) for d in entry[key])):
+            problems.append(f"{where}: {key} must be a list of rule ids")
+    problems.extend(_applies_when_problems(entry, where))
+    for key in ("id", "adr", "section", "statement_ko", "title", "remediation", "remediation_ko"):
+        if key in entry and not (isinstance(entry[key], str) and entry[key].strip()):
+            problems.append(f"{where}: {key} must be a non-empty string")
+    if "gpu" in entry and not isinstance(entry["gpu"], bool):
+        problems.append(f"{where}: gpu must be true or false")
+    return problems
+
+
+def load_catalog(paths: Iterable[Path] | None = None) -> Catalog:
+    """Load and validate the catalog files (default: the packaged catalog/adr-*.yaml)."""
+    files = sorted(paths) if paths is not None else sorted(CATALOG_DIR.glob("adr-*.yaml"))
+    problems: list[str] = []
+    rules: dict[str, Rule] = {}
+    for path in files:
+        try:
+            data = load_yaml(path)
+        except ValueError as exc:
+            problems.append(str(exc))
+            continue
+        if not isinstance(data, list):
+            problems.append(f"{path}: expected a list of rules, got {type(data).__name__}")
+            continue
+        for index, entry in enumerate(data):
+            rid = entry.get("id") if isinstance(entry, dict) else None
+            where = f"{path}: entry {index + 1}" + (f" ({rid})" if rid else "")
+            entry_problems = _entry_problems(entry, where)
+            if entry_problems:
+                problems.extend(entry_problems)
+                continue
+            if rid in rules:
+                problems.append(f"{where}: duplicate id {rid} (first in {rules[rid].source})")
+                continue
+            rules[rid] = Rule(
+                id=rid, adr=entry["adr"], section=str(entry["section"]),
+                statement_ko=entry["statement_ko"].strip(), title=entry["title"].strip(),
+                layer=entry["layer"], severity=entry["severity"], kind=entry["kind"],
+                depends_on=tuple(entry["depends_on"]), remediation=entry["remediation"].strip(),
+                gpu=entry.get("gpu", entry["layer"] in GPU_LAYERS), source=str(path),
+                remediation_ko=entry["remediation_ko"].strip(), applies_when=tuple(entry.get("applies_when") or ()),
+                symptom_of=tuple(entry.get("symptom_of") or ()),
+            )
+    for rule in rules.values():
+        for key in ("depends_on", "symptom_of"):
+            for dep in getattr(rule, key):
+                if dep not in rules:
+                    problems.append(f"{rule.source}: {rule.id}: {key} names unknown rule {dep}")
+    if not problems:
+        try:
+            TopologicalSorter({r.id: set(r.prerequisites) for r in rules.values()}).prepare()
+        except CycleError as exc:
+            cycle = " -> ".join(exc.args[1])
+            source = rules[exc.args[1][0]].source
+            problems.append(f"{source}: depends_on has a cycle: {cycle}")
+    if problems:
+        raise CatalogError("rule catalog is invalid:\n  " + "\n  ".join(problems))
+    return Catalog(rules=rules)
+
+
+# The one catalog of a run, shared by the plugin core and the report (loaded once in pytest_configure).
+catalog_key = pytest.StashKey[Catalog]()
+
+
+def run_catalog(config: pytest.Config) -> Catalog:
+    """The run's catalog (config.stash[catalog_key]), loaded on first use when the core has not loaded it."""
+    if catalog_key not in config.stash:
+        config.stash[catalog_key] = load_catalog()
+    return config.stash[catalog_key]
+
+
+def rule_of(item: pytest.Item) -> str | None:
+    """The rule id of a test item (its closest `rule` marker), or None: the one rule lookup of plugin and report."""
+    marker = item.get_closest_marker("rule")
+    return str(marker.args[0]) if marker is not None and marker.args else None

@@ -1,1 +1,0 @@
-"""Transports of a run: SSH hosts (ssh.py) and Kubernetes clusters (cluster.py)."""
