@@ -9,7 +9,7 @@ from pytest_dgxspark.report.junitagree import agree
 from tests.pytester_args import SITE_ARGS, SSH_FAULT
 
 SUITE = (
-    "from pytest_dgxspark.outcome import TargetError\nfrom pytest_dgxspark.targets.causes import SSH_CAUSES\n\n"
+    "from pytest_dgxspark.checking import TargetError\nfrom pytest_dgxspark.targets.causes import SSH_CAUSES\n\n"
     "@pytest.fixture\ndef no_node():\n    pytest.fail('the cluster has no Node named gpu-01')\n\n"
     "@pytest.mark.rule('ADR-0002.host-static-ip')\ndef test_reach():\n"
     f"    {SSH_FAULT}\n\n"

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from pytest_dgxspark.data import values
 from pytest_dgxspark.kube import objects as p
 from pytest_dgxspark.site import repo as siterepo
 from pytest_dgxspark.testbed import captures
@@ -75,9 +76,9 @@ def test_taints_parse_with_and_without_value() -> None:
 
 
 def test_config_values_as_lists_and_bools() -> None:
-    assert p.as_list("multus,cilium") == ["multus", "cilium"]
-    assert p.as_list(None) == []
-    assert p.as_bool("true") and not p.as_bool("false") and p.as_bool(None, default=True)
+    assert values.as_list("multus,cilium") == ["multus", "cilium"]
+    assert values.as_list(None) == []
+    assert values.as_bool("true") and not values.as_bool("false") and values.as_bool(None, default=True)
 
 
 def test_exact_chart_versions() -> None:
@@ -87,10 +88,10 @@ def test_exact_chart_versions() -> None:
 
 
 def test_image_tags_and_registries() -> None:
-    assert p.image_tag("nvcr.io/nvidia/k8s-device-plugin:v0.19.2") == "v0.19.2"
-    assert p.image_tag("localhost:5000/cilium/cilium@sha256:abc") == "sha256:abc"
-    assert p.image_registry("nvcr.io/nvidia/gpu-operator:v26.3.2") == "nvcr.io"
-    assert p.image_registry("busybox:1.36") == "docker.io"
+    assert values.image_tag("nvcr.io/nvidia/k8s-device-plugin:v0.19.2") == "v0.19.2"
+    assert values.image_tag("localhost:5000/cilium/cilium@sha256:abc") == "sha256:abc"
+    assert values.image_registry("nvcr.io/nvidia/gpu-operator:v26.3.2") == "nvcr.io"
+    assert values.image_registry("busybox:1.36") == "docker.io"
 
 
 def test_make_rules_and_recipe_closure() -> None:

@@ -137,7 +137,7 @@ def test_an_untested_required_rule_keeps_the_verdict_incomplete(pytester, suite)
 
 
 def test_an_error_is_incomplete_not_rejected(pytester, suite):
-    suite("all", _all_rules_source({"ADR-0001.argocd-registered": "raise __import__('pytest_dgxspark.outcome').outcome.TargetError('management API unreachable')"}))
+    suite("all", _all_rules_source({"ADR-0001.argocd-registered": "raise __import__('pytest_dgxspark.checking').checking.TargetError('management API unreachable')"}))
     pytester.runpytest(*SITE_ARGS)
     doc = results(pytester)
     argo = next(r for r in doc["rules"] if r["id"] == "ADR-0001.argocd-registered")
@@ -229,7 +229,7 @@ def test_plain_project_tests_are_untouched_by_the_plugin(pytester):
 def test_errors_of_an_unreachable_target_are_blocked_by_its_connectivity_rule(pytester, suite):
     raise_ssh = "raise TargetError('gpu-01 unreachable over SSH', target='ssh:gpu-01')"
     raise_api = "raise TargetError('API unreachable', target='api:tirosh-home/rke2/gpu')"
-    suite("host", "from pytest_dgxspark.outcome import TargetError\n\n"
+    suite("host", "from pytest_dgxspark.checking import TargetError\n\n"
                   f"@pytest.mark.rule('ADR-0002.host-driver')\ndef test_driver():\n    {raise_ssh}\n\n"
                   f"@pytest.mark.rule('ADR-0002.host-static-ip')\ndef test_ip():\n    {raise_ssh}\n\n"
                   f"@pytest.mark.rule('ADR-0001.kubeconfig-context')\ndef test_ctx():\n    {raise_api}\n\n"

@@ -9,7 +9,7 @@ from pytest_dgxspark.catalog.rules import load_catalog
 from tests.pytester_args import SITE_ARGS
 
 EXIT_INCOMPLETE = 8
-IMPORTS = ("from pytest_dgxspark.outcome import TargetError\n"
+IMPORTS = ("from pytest_dgxspark.checking import TargetError\n"
            "from pytest_dgxspark.targets.causes import SSH_CAUSES, API_CAUSES\n\n")
 
 

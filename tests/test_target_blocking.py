@@ -13,13 +13,13 @@ from tests.pytester_args import SITE_ARGS, SSH_FAULT
 # Stand-ins for the plugin's host and cluster fixtures: nothing here may connect to the site's real address.
 CONFTEST = (
     "import pytest\n"
-    "from pytest_dgxspark.outcome import TargetError\n"
+    "from pytest_dgxspark.checking import TargetError\n"
     "from pytest_dgxspark.targets.causes import SSH_CAUSES\n\n"
     "@pytest.fixture\ndef host_target(host_spec):\n"
     f"    {SSH_FAULT}\n\n"
     "@pytest.fixture(scope='session')\ndef cluster():\n    return {'gpu-01': {'Ready': 'True'}}\n"
 )
-HEADER = "from pytest_dgxspark.outcome import TargetError\nfrom pytest_dgxspark.targets.causes import SSH_CAUSES\n\n"
+HEADER = "from pytest_dgxspark.checking import TargetError\nfrom pytest_dgxspark.targets.causes import SSH_CAUSES\n\n"
 
 
 def results(pytester: pytest.Pytester) -> dict:
