@@ -1,6 +1,7 @@
 """The rule catalog: every verification rule of the two ADRs, as data, with its dependency DAG."""
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from graphlib import CycleError, TopologicalSorter
@@ -27,7 +28,14 @@ _REQUIRED_KEYS = (
     "id", "adr", "section", "statement_ko", "title", "layer",
     "severity", "kind", "depends_on", "remediation", "remediation_ko",
 )
-_OPTIONAL_KEYS = ("gpu", "applies_when", "symptom_of")
+_OPTIONAL_KEYS = ("gpu", "applies_when", "symptom_of", "reaches")
+# The targets a run reaches, each owned by the one rule whose subject is reaching it (its `reaches:` key): a fault of
+# reaching the target is that rule's error, and every other check through the target is blocked by it.
+REACHES = {
+    "ssh": "SSH to an inventory host's address",
+    "api": "the site's workload API context",
+    "api-server": "the API's server on a single-server site (the API's prerequisite: that server's rke2-server)",
+}
 # When a conditional rule applies, decided from the site at configure time (kube-bench's `type: skip`):
 # condition -> (what the site must say, where it says it).
 APPLIES_WHEN = {
@@ -59,6 +67,7 @@ class Rule:
     # Rules whose failure explains a failure of this one on the same host, while its evidence stays meaningful: the
     # check still runs (a pass is a pass), and a failure under a broken one of them is its symptom (blocked).
     symptom_of: tuple[str, ...] = ()
+    reaches: str | None = None  # the target kind of REACHES this rule owns reaching
 
     @property
     def prerequisites(self) -> tuple[str, ...]:
@@ -98,6 +107,10 @@ class Catalog:
             {r.id: set(r.prerequisites) for r in sorted(self.rules.values(), key=lambda r: r.id)}
         ).static_order())}
         return sorted(self.rules.values(), key=lambda r: (r.layer_index, order[r.id]))
+
+    def owner(self, reaches: str) -> str | None:
+        """The rule that owns reaching a kind of target (`ssh`, `api`, `api-server`), None when no rule does."""
+        return next((r.id for r in self.rules.values() if r.reaches == reaches), None)
 
     def ancestors(self, rule_id: str) -> set[str]:
         """Every rule that `rule_id` depends on, transitively."""
@@ -191,13 +204,22 @@ def load_catalog(paths: Iterable[Path] | None = None) -> Catalog:
                 depends_on=tuple(entry["depends_on"]), remediation=entry["remediation"].strip(),
                 gpu=entry.get("gpu", entry["layer"] in GPU_LAYERS), source=str(path),
                 remediation_ko=entry["remediation_ko"].strip(), applies_when=tuple(entry.get("applies_when") or ()),
-                symptom_of=tuple(entry.get("symptom_of") or ()),
+                symptom_of=tuple(entry.get("symptom_of") or ()), reaches=entry.get("reaches"),
             )
     for rule in rules.values():
         for key in ("depends_on", "symptom_of"):
             for dep in getattr(rule, key):
                 if dep not in rules:
                     problems.append(f"{rule.source}: {rule.id}: {key} names unknown rule {dep}")
+    owners: dict[str, list[str]] = {}
+    for rule in rules.values():
+        if rule.reaches is not None and rule.reaches not in REACHES:
+            problems.append(f"{rule.source}: {rule.id}: reaches is {rule.reaches!r}, expected one of {', '.join(REACHES)}")
+        elif rule.reaches is not None:
+            owners.setdefault(rule.reaches, []).append(rule.id)
+    for kind, ids in sorted(owners.items()):
+        if len(ids) > 1:
+            problems.append(f"reaches: {kind} is owned by {len(ids)} rules ({', '.join(sorted(ids))}), expected one")
     if not problems:
         try:
             TopologicalSorter({r.id: set(r.prerequisites) for r in rules.values()}).prepare()
@@ -212,6 +234,17 @@ def load_catalog(paths: Iterable[Path] | None = None) -> Catalog:
 
 # The one catalog of a run, shared by the plugin core and the report (loaded once in pytest_configure).
 catalog_key = pytest.StashKey[Catalog]()
+
+
+@functools.cache
+def bundled_catalog() -> Catalog:
+    """The packaged catalog, loaded once per process (for code that is handed no catalog)."""
+    return load_catalog()
+
+
+def reaching_owner(kind: str) -> str | None:
+    """The rule of the packaged catalog that owns reaching `kind` (see REACHES)."""
+    return bundled_catalog().owner(kind)
 
 
 def run_catalog(config: pytest.Config) -> Catalog:

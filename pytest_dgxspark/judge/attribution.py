@@ -5,12 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
-from pytest_dgxspark.catalog.rules import Catalog
+from pytest_dgxspark.catalog.rules import Catalog, reaching_owner
 from pytest_dgxspark.judge.records import TestRecord
 from pytest_dgxspark.judge.status import BLOCKED_PREFIX, BROKEN
-
-# The rule whose subject is reaching a kind of target: SSH to the inventory address, the site's API context.
-CONNECTIVITY_RULES = {"ssh": "ADR-0002.host-static-ip", "api": "ADR-0001.kubeconfig-context"}
 
 
 def connectivity_rule(target: str, management_context: str | None = None) -> str | None:
@@ -18,7 +15,7 @@ def connectivity_rule(target: str, management_context: str | None = None) -> str
     kind, _, name = target.partition(":")
     if kind == "api" and management_context and name == management_context:
         return None
-    return CONNECTIVITY_RULES.get(kind)
+    return reaching_owner(kind) if kind in ("ssh", "api") else None
 
 
 def target_owners(

@@ -14,9 +14,6 @@ import pytest
 
 from pytest_dgxspark.catalog.rules import Catalog
 
-SSH_RULE = "ADR-0002.host-static-ip"
-API_RULE = "ADR-0001.kubeconfig-context"
-API_PREREQUISITE = "ADR-0001.rke2-service"
 # fixtures that reach a host over SSH (host_target: the host of the item's parameter; the others: every host)
 SSH_FIXTURES_ALL = frozenset({"hosts", "gpu_hosts"})
 
@@ -56,14 +53,15 @@ def needs_target(item: pytest.Item, target: str, all_hosts: Iterable[str]) -> bo
 def ranks(catalog: Catalog, items: list[pytest.Item], rule_of: Callable[[pytest.Item], str | None]) -> dict[str, int]:
     """nodeid -> run position (1-based; equal positions keep their collection order) of the items with a rule."""
     order = {r.id: i for i, r in enumerate(catalog.ordered())}
-    api_slot = order[API_PREREQUISITE] + 0.5
+    ssh_rule, api_rule = catalog.owner("ssh"), catalog.owner("api")
+    api_slot = order[catalog.owner("api-server")] + 0.5  # type: ignore[index]
 
     def rank(item: pytest.Item) -> float:
         rid = rule_of(item)
         pos = float(order[rid])  # type: ignore[index]
-        if rid == SSH_RULE and not needs_api(item):
+        if rid == ssh_rule and not needs_api(item):
             return -1.0
-        if rid == API_RULE:
+        if rid == api_rule:
             return api_slot
         if needs_api(item) and pos < api_slot:
             return api_slot + 0.001 * (pos + 1)

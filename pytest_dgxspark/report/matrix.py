@@ -4,8 +4,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-LAYERS = ("site", "host", "rke2", "runtime", "network", "gpu-operator", "device-plugin", "allocatable",
-          "workload", "gitops")
+from pytest_dgxspark.catalog.rules import LAYERS
+
 _EVIDENCE = re.compile(r"^evidence/[A-Za-z0-9][A-Za-z0-9._\-]*\.json$")
 _PARAM = re.compile(r"^(?P<base>.+?)\[(?P<param>.*)\]$")
 # Matrix order: what an auditor must look at first; every other status follows, bottom-up by layer.

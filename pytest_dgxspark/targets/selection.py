@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from pytest_dgxspark.catalog.rules import reaching_owner
 from pytest_dgxspark.site.model import HostSpec, Site, load_inventory
 
 targets_key = pytest.StashKey["Targets"]()
@@ -35,7 +36,8 @@ class Targets:
         """What reaching each target depends on: on a single-server site the API is that server's rke2-server."""
         servers = [h.name for h in (self.hosts or self.site.hosts) if h.role == "server"]
         if len(servers) == 1:
-            return {f"api:{self.context}": (("ADR-0001.rke2-service", servers[0]),)}
+            owner = reaching_owner("api-server")
+            return {f"api:{self.context}": ((owner, servers[0]),)} if owner else {}
         return {}
 
     def host(self, name: str) -> HostSpec:

@@ -6,7 +6,6 @@ from typing import Any
 
 import pytest
 
-from pytest_dgxspark import not_applicable
 from pytest_dgxspark.checking import host_answers, require, timed_out, unreadable
 from pytest_dgxspark.probes.nvidia_driver import SMI_LIST_TIMEOUT_S, Driver
 from pytest_dgxspark.targets.connections import HostTarget
@@ -16,8 +15,6 @@ from pytest_dgxspark.targets.connections import HostTarget
 @pytest.mark.gpu_host
 def test_node_exposes_the_hosts_gpus(host_target: HostTarget, host_node: dict[str, Any], nvidia_driver_probe: Driver,
                                      evidence: Any) -> None:
-    if not host_target.spec.gpu:
-        not_applicable(f"{host_target.name} is not a GPU host (dgxspark_gpu: false)")
     status = host_node.get("status") or {}
     capacity = (status.get("capacity") or {}).get("nvidia.com/gpu", "0")
     allocatable = (status.get("allocatable") or {}).get("nvidia.com/gpu", "0")

@@ -49,8 +49,6 @@ class DriverSources:
 def driver_source(host_target: HostTarget, nvidia_driver_probe: Driver, host_node: dict[str, Any], cluster: Any,
                   site_values: dict[str, Any], operator_namespace: str, evidence: Any) -> DriverSources:
     """The current GPU host's driver sources, recorded as evidence (both checks of the rule judge the same facts)."""
-    if not host_target.spec.gpu:
-        not_applicable(f"{host_target.name} is not a GPU host (dgxspark_gpu: false)")
     probe = nvidia_driver_probe.host_driver
     evidence.record(f"{host_target.name}: {HOST_DRIVER_PROBE}", {"exit_status": probe.rc, "stdout": probe.stdout})
     if timed_out(probe) or probe.rc == 255:  # a probe that never completed says nothing about the driver

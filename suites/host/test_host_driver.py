@@ -6,7 +6,6 @@ from typing import Any
 
 import pytest
 
-from pytest_dgxspark import not_applicable
 from pytest_dgxspark.checking import completed, finding, host_answers, require, timed_out, unreadable
 from pytest_dgxspark.probes.nvidia_driver import (
     DRIVER_VERSION_FILE,
@@ -46,8 +45,6 @@ def _needs_open_modules(host_target: HostTarget, host_models: str) -> bool:
 @pytest.mark.rule("ADR-0002.host-driver")
 @pytest.mark.gpu_host
 def test_nvidia_kernel_module_is_loaded(host_target: HostTarget, nvidia_driver_probe: Driver, evidence: Any) -> None:
-    if not host_target.spec.gpu:
-        not_applicable(f"{host_target.name} is not a GPU host (dgxspark_gpu: false)")
     modules = completed(evidence.answer(host_target, LSMOD, nvidia_driver_probe.lsmod), host_target)
     if modules.rc != 0:
         unreadable(f"{host_target.where}: lsmod exited {modules.rc} ({modules.stderr.strip()[-200:]}): the loaded "
@@ -64,8 +61,6 @@ def test_nvidia_kernel_module_is_loaded(host_target: HostTarget, nvidia_driver_p
 @pytest.mark.gpu_host
 def test_driver_version_file_shows_the_right_flavour(host_target: HostTarget, nvidia_driver_probe: Driver,
                                                     evidence: Any) -> None:
-    if not host_target.spec.gpu:
-        not_applicable(f"{host_target.name} is not a GPU host (dgxspark_gpu: false)")
     result = completed(nvidia_driver_probe.version_file, host_target)
     evidence.record(DRIVER_VERSION_FILE, {"exit_status": result.rc, "stdout": result.stdout, "stderr": result.stderr})
     require(result.rc == 0, f"{host_target.where}: /proc/driver/nvidia/version is missing: no NVIDIA driver is loaded")
@@ -96,8 +91,6 @@ def rm_init_failures(host_target: HostTarget, driver: Driver, evidence: Any) -> 
 @pytest.mark.gpu_host
 def test_nvidia_smi_answers_in_time(host_target: HostTarget, nvidia_driver_probe: Driver, smi_timeout_s: int,
                                     evidence: Any) -> None:
-    if not host_target.spec.gpu:
-        not_applicable(f"{host_target.name} is not a GPU host (dgxspark_gpu: false)")
     result = evidence.answer(host_target, SMI_QUERY, nvidia_driver_probe.smi_query)
     if timed_out(result):
         host_answers(host_target, "nvidia-smi")

@@ -6,7 +6,6 @@ from typing import Any
 
 import pytest
 
-from pytest_dgxspark import not_applicable
 from pytest_dgxspark.checking import completed, host_answers, require, timed_out, unreadable
 from pytest_dgxspark.probes.nvml import LDCONFIG, NVML_TIMEOUT_S, Nvml
 from pytest_dgxspark.targets.connections import HostTarget
@@ -18,8 +17,6 @@ PYTHON_NOT_INSTALLED = 127
 @pytest.mark.rule("ADR-0002.host-nvml")
 @pytest.mark.gpu_host
 def test_libnvidia_ml_resolves(host_target: HostTarget, nvml_probe: Nvml, evidence: Any) -> None:
-    if not host_target.spec.gpu:
-        not_applicable(f"{host_target.name} is not a GPU host (dgxspark_gpu: false)")
     result = completed(evidence.answer(host_target, LDCONFIG, nvml_probe.ldconfig), host_target)
     if result.rc != 0:
         unreadable(f"{host_target.where}: `ldconfig -p` exited {result.rc} ({result.stderr.strip()[-200:]}): the "
@@ -35,8 +32,6 @@ def test_libnvidia_ml_resolves(host_target: HostTarget, nvml_probe: Nvml, eviden
 @pytest.mark.rule("ADR-0002.host-nvml")
 @pytest.mark.gpu_host
 def test_nvml_initialises_and_counts_gpus(host_target: HostTarget, nvml_probe: Nvml, evidence: Any) -> None:
-    if not host_target.spec.gpu:
-        not_applicable(f"{host_target.name} is not a GPU host (dgxspark_gpu: false)")
     result = nvml_probe.probe
     evidence.record("NVML probe", {"exit_status": result.rc, "stdout": result.stdout[-2000:], "stderr": result.stderr[-2000:]})
     if timed_out(result):

@@ -57,8 +57,6 @@ def test_gpu_injection_goes_through_rke2_containerd(
     host_target: HostTarget, host_node: dict[str, Any], containerd_probe: Runtime, kubelet: Any, cluster: Any,
     site_values: dict[str, Any], evidence: Any,
 ) -> None:
-    if not host_target.spec.gpu:
-        not_applicable(f"{host_target.name} is not a GPU host (dgxspark_gpu: false)")
     node_name = host_node["metadata"]["name"]
     nri_mode = dig(site_values, "cdi.nriPluginEnabled") is True
     evidence.record("mode", "NRI plugin + CDI" if nri_mode else "legacy nvidia runtime in RKE2's containerd config")
@@ -118,8 +116,6 @@ def test_toolkit_nri_plugin_and_cdi_specs_serve_the_node(
     host_target: HostTarget, host_node: dict[str, Any], containerd_probe: Runtime, cluster: Any,
     site_values: dict[str, Any], operator_namespace: str, evidence: Any,
 ) -> None:
-    if not host_target.spec.gpu:
-        not_applicable(f"{host_target.name} is not a GPU host (dgxspark_gpu: false)")
     if dig(site_values, "cdi.nriPluginEnabled") is not True:
         not_applicable("legacy mode (cdi.nriPluginEnabled is not true): the nvidia runtime in RKE2's containerd config "
                        "injects GPUs; no NRI plugin or CDI spec is used")
