@@ -49,6 +49,15 @@ class Finding(pytest.fail.Exception):  # type: ignore[misc,name-defined]
         self.fix, self.fix_ko = fix, fix_ko
 
 
+
+class CheckHung(pytest.fail.Exception):  # type: ignore[misc,name-defined]
+    """The check did not end within the test's limit (pytest-timeout's, whose timer the plugin sets): the target
+    stopped answering, which is a fault of the target, never a finding."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"Timeout (>{seconds}s) from pytest-timeout.", pytrace=False)
+        self.seconds = seconds
+
 def timed_out(result: Any) -> bool:
     """Whether a command was killed by the per-command timeout on the target."""
     return result.rc in (TIMEOUT_EXIT, 128 + 9, 137)

@@ -7,29 +7,24 @@ import pytest
 
 from pytest_dgxspark import hookspecs
 from pytest_dgxspark.catalog.rules import LAYERS, CatalogError, catalog_key, load_catalog
-from pytest_dgxspark.checking import Finding, NotApplicable
+from pytest_dgxspark.checking import NotApplicable
 from pytest_dgxspark.judge import identity
 from pytest_dgxspark.judge import order as runorder
-from pytest_dgxspark.judge.attribution import breaks, symptom_causes, symptom_message
+from pytest_dgxspark.judge.attribution import breaks
 from pytest_dgxspark.judge.fold import blocking_rules, fold
+from pytest_dgxspark.judge.reports import judge_phase, set_check_timer, teststatus
 from pytest_dgxspark.judge.runstate import (
     RunState,
     coverage_problems,
     item_rule,
     load_run,
-    owner_of_fault,
-    record_from_reports,
     state_key,
-    transport_fault,
 )
 from pytest_dgxspark.judge.scope import scope_of
 from pytest_dgxspark.judge.status import (
     BLOCKED_PREFIX,
     blocked_by_key,
-    blocked_reason_key,
-    finding_fix_key,
     not_applicable_key,
-    target_fault_key,
 )
 from pytest_dgxspark.plan import is_active, listing_rules, plan_key, resolve
 from pytest_dgxspark.report import closing
@@ -197,107 +192,23 @@ def _not_a_gpu_host(item: pytest.Item, state: RunState) -> str | None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """Each phase's report says what results.json will say of it (judge/reports.py): N/A, blocked, a target's
+    fault, recorded; the test's record is kept at teardown."""
     report = yield
     state = item.config.stash.get(state_key, None)
-    if state is None or item_rule(item) is None:
-        return report
-    excinfo = call.excinfo
-    if report.skipped and excinfo is not None and isinstance(excinfo.value, NotApplicable):
-        item.stash[not_applicable_key] = excinfo.value.reason
-    if report.failed and excinfo is not None and isinstance(excinfo.value, Finding) and excinfo.value.fix:
-        item.stash[finding_fix_key] = (excinfo.value.fix, excinfo.value.fix_ko or excinfo.value.fix)
-    fault = transport_fault(item, excinfo.value, state.targets.context) if report.failed and excinfo else None
-    owned = owner_of_fault(state, item, fault) \
-        if fault is not None and report.when != "teardown" and not state.plan.no_block else None
-    if owned is not None:
-        # the fault of a target another rule already accounts for (its connectivity rule, a failed prerequisite, the
-        # first error on it): BLOCKED as it happens, as results.json has it, never a second ERROR
-        from pytest_dgxspark.judge.evidence import redact_text
-
-        item.stash[blocked_by_key], item.stash[blocked_reason_key] = owned
-        report.outcome = "skipped"
-        report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: {redact_text(owned[1])}")
-    elif fault is not None:
-        item.stash[target_fault_key] = fault
-        # not a check's failure: the fault in the check's words and its fix, no traceback through transports
-        report.longrepr = f"{fault.message}\nfix: {fault.fix}" if fault.fix else fault.message
-    elif report.failed and report.when == "setup" and excinfo is not None \
-            and excinfo.errisinstance(pytest.fail.Exception) and "from pytest-timeout" not in str(excinfo.value):
-        report.dgxspark_judged = True  # a fixture's own pytest.fail is a judgement (e.g. no Node for the host)
-    elif report.failed and excinfo is not None and "from pytest-timeout" in str(excinfo.value):
-        from pytest_dgxspark.judge.records import TargetFault
-
-        item.stash[target_fault_key] = TargetFault(None, f"the check hung: {excinfo.value} (the target did not answer)")
-    _block_symptom(item, report, state)
-    report.dgxspark_status = _status_of(item, report, state)
-    if report.failed:
-        _redact_longrepr(report)
-    phases = state.phases.setdefault(item.nodeid, {})
-    phases[report.when] = report
-    if report.when == "teardown":
-        from pytest_dgxspark.judge.evidence import evidence_key
-
-        record = record_from_reports(item, phases)
-        state.records.append(record)
-        # junit.xml reads a testcase's properties from its teardown report: the status results.json gives the test
-        report.user_properties.append(("dgxspark_status", record.outcome))
-        items = item.stash.get(evidence_key, None)
-        if items:
-            state.evidence[item.nodeid] = items
+    if state is not None and item_rule(item) is not None:
+        judge_phase(state, item, call, report)
     return report
 
 
-def _block_symptom(item: pytest.Item, report: pytest.TestReport, state: RunState) -> None:
-    """A judged failure under a failed `symptom_of` rule on the same host is its symptom: BLOCKED as it happens (the
-    fold's attribute_symptoms, applied to the records so far), as results.json has it, never FAILED."""
-    judged = report.failed and target_fault_key not in item.stash and blocked_by_key not in item.stash \
-        and (report.when == "call" or getattr(report, "dgxspark_judged", False))
-    causes = symptom_causes(state.catalog, item_rule(item) or "", item.nodeid, state.records) \
-        if judged and not state.plan.no_block else ()
-    if causes:
-        from pytest_dgxspark.judge.evidence import redact_text
-        from pytest_dgxspark.judge.runstate import _failure_message
-
-        message = symptom_message(causes, redact_text(_failure_message(report)))
-        item.stash[blocked_by_key], item.stash[blocked_reason_key] = causes, message
-        report.outcome = "skipped"
-        report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: {message}")
-
-
-def _status_of(item: pytest.Item, report: pytest.TestReport, state: RunState) -> str | None:
-    """The dgxspark status this phase's report shows (read by pytest_report_teststatus), from the item's stash."""
-    if report.skipped and blocked_by_key in item.stash:
-        return "blocked"
-    if report.skipped and not_applicable_key in item.stash:
-        return "not-applicable"
-    if report.failed and report.when == "call" and target_fault_key in item.stash:
-        return "target-error"  # the run could not reach or read a target: never shown as a check's FAILED
-    if report.passed and report.when == "call" and state.catalog.rules[item_rule(item)].kind == "informational":
-        return "recorded"
-    return None
-
-
-# category, letter, word: the terminal, its summary line and -r read the same fact as results.json
-_TESTSTATUS = {
-    "blocked": ("blocked", "B", "BLOCKED"),
-    "not-applicable": ("not-applicable", "N", "N/A"),
-    "recorded": ("recorded", "R", "RECORDED"),
-    "target-error": ("error", "E", "ERROR"),
-}
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_timeout_set_timer(item: pytest.Item, settings: Any) -> bool | None:
+    """pytest-timeout's signal timer, raising CheckHung (a hung check is a fault of its target, known by its type)."""
+    return set_check_timer(item, settings)
 
 
 def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -> tuple[str, str, str] | None:
-    return _TESTSTATUS.get(getattr(report, "dgxspark_status", None) or "")
-
-
-def _redact_longrepr(report: pytest.TestReport) -> None:
-    """A failure's text goes to junit.xml and report.html as it is: no secret may ride along."""
-    from pytest_dgxspark.judge.evidence import redact_text
-
-    text = report.longreprtext
-    redacted = redact_text(text)
-    if redacted != text:
-        report.longrepr = redacted
+    return teststatus(report)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

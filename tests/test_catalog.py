@@ -167,3 +167,23 @@ def test_applicability_is_decided_from_the_site(site_copy):
     vars_ = site_copy / "rke2" / "vars.yml"
     vars_.write_text(vars_.read_text().replace("airgap: false", "airgap: true\nmirror_registry: registry.site.local:5000"))
     assert rule.not_applicable_reason(load_site(site_copy)) is None
+
+
+def test_each_target_kind_is_reached_by_one_rule_of_the_catalog():
+    catalog = load_catalog()
+    assert (catalog.owner("ssh"), catalog.owner("api"), catalog.owner("api-server")) == (
+        "ADR-0002.host-static-ip", "ADR-0001.kubeconfig-context", "ADR-0001.rke2-service")
+
+
+def test_a_target_kind_reached_by_two_rules_or_an_unknown_kind_is_refused(tmp_path):
+    from pytest_dgxspark.catalog.rules import CATALOG_DIR
+
+    text = (CATALOG_DIR / "adr-0002.yaml").read_text(encoding="utf-8")
+    (tmp_path / "adr-0002.yaml").write_text(text.replace("- id: ADR-0002.host-driver\n",
+                                                         "- id: ADR-0002.host-driver\n  reaches: ssh\n"))
+    (tmp_path / "adr-0001.yaml").write_text((CATALOG_DIR / "adr-0001.yaml").read_text(encoding="utf-8")
+                                            .replace("reaches: api-server", "reaches: apiserver"))
+    with pytest.raises(CatalogError) as info:
+        load_catalog(sorted(tmp_path.glob("*.yaml")))
+    assert "reaches is 'apiserver', expected one of ssh, api, api-server" in str(info.value)
+    assert "reaches: ssh is owned by 2 rules" in str(info.value)

@@ -146,7 +146,7 @@ def record_from_reports(item: pytest.Item, phases: dict[str, Any]) -> TestRecord
             fault = item.stash.get(target_fault_key, None)
             judged = getattr(report, "dgxspark_judged", False)
             outcome = "error" if (report.when == "setup" and not judged) or fault is not None else "failed"
-            message = fault.message if fault is not None else _failure_message(report)
+            message = fault.message if fault is not None else failure_message(report)
             break
     else:
         if call is None:
@@ -154,7 +154,7 @@ def record_from_reports(item: pytest.Item, phases: dict[str, Any]) -> TestRecord
     if outcome == "passed" and teardown is not None and teardown.failed:
         fault = item.stash.get(target_fault_key, None)
         outcome = "error"
-        message = "teardown: " + (fault.message if fault is not None else _failure_message(teardown))
+        message = "teardown: " + (fault.message if fault is not None else failure_message(teardown))
     from pytest_dgxspark.judge.evidence import redact_text
 
     message = redact_text(message)
@@ -171,7 +171,7 @@ def _skip_reason(report: pytest.TestReport) -> str:
     return str(longrepr or "")
 
 
-def _failure_message(report: pytest.TestReport) -> str:
+def failure_message(report: pytest.TestReport) -> str:
     """The failure's own words, never pytest's assertion introspection (`assert 127 == 0 + where ...`)."""
     message = getattr(report, "dgxspark_message", None)
     if not message:
