@@ -18,7 +18,7 @@ PYTEST_ARGS ?=
 SYSTEM_PACKAGES := openssh-server openssh-client gcc libc6-dev iproute2 procps util-linux chromium poppler-utils fonts-noto-cjk
 SYSTEM_BINARIES := /usr/sbin/sshd /usr/bin/ssh gcc ip ps unshare chromium pdftotext
 
-.PHONY: help setup system-deps demo test conformance bench clean
+.PHONY: help setup system-deps demo test lint conformance bench clean
 
 help: ## list every target with one line (this list)
 	@awk 'BEGIN {FS = ":[^#]*## "} /^[A-Za-z0-9_.\/-]+:[^=]*## / {printf "make %-26s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -51,8 +51,12 @@ demo: setup ## the whole suite against a simulated DGX Spark [SCENARIO=healthy];
 	else echo "demo: this run wrote no bundle (pytest exit $$status)" >&2; [ $$status -ne 0 ] || status=3; fi; \
 	exit $$status
 
-test: setup ## the project's own tests (what CI runs)
+test: setup lint ## the project's own tests (what CI runs): lint, then every test
 	$(PYTEST) tests -q -p no:cacheprovider $(PYTEST_ARGS)
+
+lint: setup ## ruff (pyflakes, import order) over the code and mypy over the face and judgement (pyproject.toml)
+	$(VENV)/bin/ruff check pytest_dgxspark suites tests conftest.py provisioning
+	$(VENV)/bin/mypy
 
 conformance: setup ## the suite against the real site sites/<SITE>/
 	$(PYTEST) suites --site sites/$(SITE) --report-dir $(REPORT_DIR) -p no:cacheprovider $(PYTEST_ARGS)

@@ -29,7 +29,7 @@ class TargetError(Exception):
         self.target = target
         self.cause = cause
 
-class NotApplicable(pytest.skip.Exception):  # type: ignore[misc,name-defined]
+class NotApplicable(pytest.skip.Exception):  # type: ignore[name-defined]
     """Raised by not_applicable(): a skip whose reason the plugin reads from the exception, never from its text."""
 
     def __init__(self, reason: str) -> None:
@@ -40,7 +40,7 @@ def not_applicable(reason: str) -> None:
     """End the current check as not applicable to this site, with the reason."""
     raise NotApplicable(reason)
 
-class Finding(pytest.fail.Exception):  # type: ignore[misc,name-defined]
+class Finding(pytest.fail.Exception):  # type: ignore[name-defined]
     """A judged failure that knows its own fix: what was observed points at another layer than the rule's usual
     remediation (a CRD that is not served: the fix is whatever serves it, not re-applying what needs it)."""
 
@@ -50,7 +50,7 @@ class Finding(pytest.fail.Exception):  # type: ignore[misc,name-defined]
 
 
 
-class CheckHung(pytest.fail.Exception):  # type: ignore[misc,name-defined]
+class CheckHung(pytest.fail.Exception):  # type: ignore[name-defined]
     """The check did not end within the test's limit (pytest-timeout's, whose timer the plugin sets): the target
     stopped answering, which is a fault of the target, never a finding."""
 

@@ -113,7 +113,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     position = runorder.ranks(catalog, items, item_rule)
     last = max(position.values(), default=0) + 1
     for item in items:
-        rule = catalog.rules[item_rule(item)] if item_rule(item) else None
+        rule_id = item_rule(item)
+        rule = catalog.rules[rule_id] if rule_id else None
         if rule is None:
             continue
         item.add_marker(rule.marker)
@@ -145,8 +146,9 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
     catalog = config.stash[catalog_key]
     counts = {rid: 0 for rid in catalog.rules}
     for item in session.items:
-        if item_rule(item) in counts:
-            counts[item_rule(item)] += 1
+        rule_id = item_rule(item)
+        if rule_id in counts:
+            counts[rule_id] += 1
     tw = config.get_terminal_writer()
     tw.line()
     for rule in catalog.ordered():
@@ -227,7 +229,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int):
         result = yield
     except OSError as exc:  # junit.xml or report.html on a full disk: say so and what was kept, never a traceback
         config.get_terminal_writer().line()  # pytest's summary did not run: end its progress line first
-        result = reports_not_written(config, exc)
+        reports_not_written(config, exc)
+        result = None
     scan_written(config)
     results = config.stash.get(results_key, results)  # the secret scan may have made it INCOMPLETE
     # The terminal reporter's summary ran inside this (outermost) wrapper: the closing block comes after it.
@@ -274,7 +277,8 @@ def _finish(config: pytest.Config, session: pytest.Session, state: RunState) -> 
             state.records.append(TestRecord(item.nodeid, item_rule(item) or "", "error", 0.0, f"not run: {why}"))
     tgt = state.targets
     simulated_by = identity.simulation_signs(config, tgt)  # SIMULATED comes from the target, whatever options said
-    scope = scope_of(state.catalog, [item_rule(i) for i in state.items], [item_rule(i) for i in state.deselected],
+    scope = scope_of(state.catalog, [item_rule(i) or "" for i in state.items],
+                     [item_rule(i) or "" for i in state.deselected],
                      config.getoption("markexpr") or "", config.getoption("keyword") or "")
     folded = fold(
         state.catalog, state.records, waivers=state.waivers,

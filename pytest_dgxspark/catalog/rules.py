@@ -188,7 +188,7 @@ def load_catalog(paths: Iterable[Path] | None = None) -> Catalog:
             problems.append(f"{path}: expected a list of rules, got {type(data).__name__}")
             continue
         for index, entry in enumerate(data):
-            rid = entry.get("id") if isinstance(entry, dict) else None
+            rid: str = entry.get("id") if isinstance(entry, dict) else None  # type: ignore[assignment]
             where = f"{path}: entry {index + 1}" + (f" ({rid})" if rid else "")
             entry_problems = _entry_problems(entry, where)
             if entry_problems:

@@ -8,7 +8,7 @@ from datetime import date
 from pytest_dgxspark.catalog.rules import LAYERS, Catalog
 from pytest_dgxspark.checking import UNREADABLE_FIX, UNREADABLE_FIX_KO
 from pytest_dgxspark.judge.attribution import attribute_symptoms, attribute_unreachable, breaks, connectivity_rule
-from pytest_dgxspark.judge.records import TestRecord
+from pytest_dgxspark.judge.records import TargetFault, TestRecord
 from pytest_dgxspark.judge.scope import Scope
 from pytest_dgxspark.judge.status import BROKEN, rule_status
 from pytest_dgxspark.site.governance import Waiver
@@ -162,10 +162,11 @@ def _detail(catalog: Catalog, rid: str, status: str, records: list[TestRecord],
     errored = [r for r in records if r.outcome == "error"]
     reached = next((r for r in errored if r.fault is not None and r.fault.target
                     and r.fault.cause not in UNJUDGED_KINDS), None)
+    fault: TargetFault | None
     if reached is not None and reached.fault is not None:
         fault = reached.fault
-        owner = connectivity_rule(fault.target, management_context)
-        layer = catalog.rules[owner].layer if owner in catalog.rules else rule.layer
+        owner = connectivity_rule(fault.target, management_context) if fault.target else None
+        layer = catalog.rules[owner].layer if owner is not None and owner in catalog.rules else rule.layer
         return RootCause(rid, "unreachable", layer, fault.message,
                          fault.fix or "Make the target reachable and rerun.",
                          fault.fix_ko or "대상에 접속할 수 있게 한 뒤 다시 실행한다.", fault.target, fault.cause)

@@ -50,7 +50,8 @@ def judge_phase(state: RunState, item: pytest.Item, call: pytest.CallInfo, repor
     if report.failed and error is not None:
         _read_failure(state, item, report, error)
     _block_symptom(item, report, state)
-    report.dgxspark_status = _status_of(item, report, state)
+    # read back by pytest_report_teststatus, as pytest's skipping.py sets report.wasxfail
+    report.dgxspark_status = _status_of(item, report, state)  # type: ignore[attr-defined]
     if report.failed:
         _redact_longrepr(report)
     phases = state.phases.setdefault(item.nodeid, {})
@@ -83,7 +84,7 @@ def _read_failure(state: RunState, item: pytest.Item, report: pytest.TestReport,
     elif isinstance(error, CheckHung):
         item.stash[target_fault_key] = TargetFault(None, f"the check hung: {error} (the target did not answer)")
     elif report.when == "setup" and isinstance(error, pytest.fail.Exception):
-        report.dgxspark_judged = True  # a fixture's own pytest.fail is a judgement (e.g. no Node for the host)
+        report.dgxspark_judged = True  # type: ignore[attr-defined]  # a fixture's own pytest.fail is a judgement (e.g. no Node for the host)
 
 
 def _block_symptom(item: pytest.Item, report: pytest.TestReport, state: RunState) -> None:

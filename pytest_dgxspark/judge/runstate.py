@@ -35,7 +35,7 @@ class RunState:
     targets: Targets
     waivers: dict[str, Waiver]
     manual_checks: list[ManualCheck]
-    plan: RunPlan | None = None
+    plan: RunPlan
     items: list[pytest.Item] = field(default_factory=list)
     records: list[TestRecord] = field(default_factory=list)
     evidence: dict[str, list] = field(default_factory=dict)
@@ -129,7 +129,8 @@ def record_from_reports(item: pytest.Item, phases: dict[str, Any]) -> TestRecord
     rule = item_rule(item) or ""
     duration = sum(r.duration for r in phases.values())
     setup, call, teardown = phases.get("setup"), phases.get("call"), phases.get("teardown")
-    outcome, message, blocked, fault = "passed", "", (), None
+    blocked: tuple[str, ...] = ()
+    outcome, message, fault = "passed", "", None
     for report in (setup, call):
         if report is None:
             continue
