@@ -6,6 +6,10 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from pytest_dgxspark.data.secretforms import (
+    QUERY_PAIR, URL, decoded_values, forms, redact_base64_runs, shaped_tokens, url_credentials,
+)
+
 REDACTED = "<redacted>"
 
 # Key names whose values are secret, in YAML, JSON, env files, INI, CLI flags and Python reprs.
@@ -67,6 +71,9 @@ class RedactionLog:
         value = value.strip().strip("\"'")
         if len(value) >= 6 and REDACTED not in value and value not in self._seen:
             self._seen[value] = (kind, source)
+            for other in decoded_values(value):  # a URL-encoded password is the password too
+                if len(other) >= 6 and other not in self._seen and REDACTED not in other:
+                    self._seen[other] = (kind, source)
 
     def secrets(self) -> dict[str, tuple[str, str]]:
         return dict(self._seen)
@@ -97,12 +104,78 @@ def _secret_part(kind: str, match: re.Match[str]) -> str | None:
 
 
 def redact_text(text: str, where: str = "text", remember: bool = False) -> str:
-    """text with tokens, keys, certificates, passwords and URL credentials replaced by <redacted>.
+    """text with tokens, keys, certificates, passwords and URL credentials replaced by <redacted>, and every secret
+    value the run knows removed in each of its forms (raw, base64, URL-encoded, JSON/HTML-escaped).
 
     remember: the removed values are secrets the run read (evidence of a host's files, input files), so the bundle
     scan looks for them; free text (tracebacks, logs) is redacted without remembering (no false alarms)."""
     if not text:
         return text
+    text = _redact_patterns(text, where, remember)
+    text = _redact_urls(text, where, remember)
+    text = _redact_shapes(text, where, remember)
+    text = scrub_known(text, where)
+    return redact_base64_runs(text, lambda decoded: _redact_decoded(decoded, where, remember))
+
+
+def _redact_decoded(text: str, where: str, remember: bool) -> str:
+    """A base64 run's text, redacted (kinds noted as base64:<kind>)."""
+    return redact_text(text, f"{where} (base64)", remember)
+
+
+def _redact_urls(text: str, where: str, remember: bool) -> str:
+    """URL userinfo and secret query values (token, access_token, private_token, password, ...) in any URL."""
+    if "://" in text:
+        def url(match: re.Match[str]) -> str:
+            clean, removed = url_credentials(match.group(0))
+            for value in removed:
+                LOG.note("url-credential", where)
+                if remember:
+                    for form in decoded_values(value):
+                        LOG.remember(form, "url-credential", where)
+            return clean
+
+        text = URL.sub(url, text)
+    if "=" in text:
+        def pair(match: re.Match[str]) -> str:
+            LOG.note("url-credential", where)
+            if remember:
+                for form in decoded_values(match.group(2)):
+                    LOG.remember(form, "url-credential", where)
+            return match.group(1) + REDACTED
+
+        text = QUERY_PAIR.sub(pair, text)
+    return text
+
+
+def _redact_shapes(text: str, where: str, remember: bool) -> str:
+    """Tokens known by their shape alone (detect-secrets' plugins: ghp_..., glpat-..., AKIA..., xox..., JWTs)."""
+    for kind, value in sorted(set(shaped_tokens(text)), key=lambda kv: -len(kv[1])):
+        if value in text and REDACTED not in value:
+            LOG.note(f"token-shape: {kind}", where)
+            if remember:
+                LOG.remember(value, f"token-shape: {kind}", where)
+            text = text.replace(value, REDACTED)
+    return text
+
+
+def scrub_known(text: str, where: str = "text") -> str:
+    """text with every secret value the run read replaced in each of its forms (secretforms.forms)."""
+    known = LOG.secrets()
+    if not known or not text:
+        return text
+    for value, (kind, _) in known.items():
+        hit = False
+        for form in sorted(forms(value), key=len, reverse=True):
+            if form in text:
+                text = text.replace(form, REDACTED)
+                hit = True
+        if hit:
+            LOG.note(f"known-value: {kind}", where)
+    return text
+
+
+def _redact_patterns(text: str, where: str, remember: bool) -> str:
     for kind, pattern, replacement in _PATTERNS:
         def sub(match: re.Match[str], kind: str = kind, replacement: Any = replacement) -> str:
             part = _secret_part(kind, match)
@@ -115,8 +188,12 @@ def redact_text(text: str, where: str = "text", remember: bool = False) -> str:
     return text
 
 
-def _secret_key(key: str) -> bool:
+def is_secret_key(key: str) -> bool:
+    """A key whose value is a secret (password, token, api-key, ...), not one naming or pointing at a secret."""
     return bool(SECRET_KEY.search(key)) and not REFERENCE_KEY.search(key)
+
+
+_secret_key = is_secret_key
 
 
 def redact(value: Any, where: str = "value", remember: bool = True) -> Any:

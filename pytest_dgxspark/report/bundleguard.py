@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 from pathlib import Path
@@ -151,8 +152,47 @@ def _mark_incomplete(config: pytest.Config, results: dict[str, Any], leaks: list
         session.exitstatus = EXIT_INCOMPLETE
 
 
+class RedactingFilter(logging.Filter):
+    """Every log record (testinfra's commands and outputs, urllib3's URLs, the kubernetes client's bodies) through
+    the redaction layer before pytest's handlers keep it: the message, its traceback and stack are replaced by their
+    redacted text, so report.html, junit.xml and -rA sections never see the raw record."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, "dgxspark_redacted", False):
+            return True
+        where = f"log record of {record.name}"
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001 - a record whose arguments do not format: keep its template only
+            message = str(record.msg)
+        record.msg, record.args = redact_text(message, where), None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = redact_text(record.exc_text, where)
+        if record.stack_info:
+            record.stack_info = redact_text(record.stack_info, where)
+        record.dgxspark_redacted = True
+        return True
+
+
+REDACTING_FILTER = RedactingFilter()
+_LOG_HANDLERS = ("caplog_handler", "report_handler", "log_file_handler", "log_cli_handler")
+
+
+def install_log_redaction(config: pytest.Config) -> list[logging.Handler]:
+    """The redacting filter on each of pytest's logging handlers (captured sections, caplog, --log-file, live log)."""
+    plugin = config.pluginmanager.get_plugin("logging-plugin")
+    handlers = [h for h in (getattr(plugin, name, None) for name in _LOG_HANDLERS) if isinstance(h, logging.Handler)]
+    for handler in handlers:
+        if REDACTING_FILTER not in handler.filters:
+            handler.addFilter(REDACTING_FILTER)
+    return handlers
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     session.config.stash[session_key] = session
+    install_log_redaction(session.config)
 
 
 def scan_written(config: pytest.Config) -> None:

@@ -1,14 +1,13 @@
 """The byte scan of a written bundle for every secret value the run read, in every form a file may hold it."""
 from __future__ import annotations
 
-import html
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pytest_dgxspark.data.redact import REDACTED
+from pytest_dgxspark.data.secretforms import forms
 
 
 @dataclass(frozen=True)
@@ -24,10 +23,9 @@ class Leak:
 
 
 def _forms(value: str) -> set[bytes]:
-    """The value as raw text, JSON-escaped, HTML/XML-escaped and JSON-inside-HTML (pytest-html's data blob)."""
-    texts = {value, json.dumps(value)[1:-1], html.escape(value), html.escape(value, quote=False),
-             html.escape(json.dumps(value)[1:-1])}
-    return {t.encode("utf-8") for t in texts if t}
+    """The value in every form redaction removes it in (secretforms.forms): raw, base64 at each alignment,
+    URL-encoded, JSON- and HTML-escaped and JSON-inside-HTML (pytest-html's data blob)."""
+    return {form.encode("utf-8") for form in forms(value)}
 
 
 def scan_file(path: Path, secrets: dict[str, tuple[str, str]], name: str) -> list[Leak]:
@@ -56,7 +54,7 @@ def scrub(text: str, secrets: dict[str, tuple[str, str]]) -> tuple[str, list[tup
     found = []
     for value, (kind, source) in secrets.items():
         hit = False
-        for form in sorted({f.decode("utf-8") for f in _forms(value)}, key=len, reverse=True):
+        for form in sorted(forms(value), key=len, reverse=True):
             if form in text:
                 text = text.replace(form, REDACTED)
                 hit = True

@@ -13,6 +13,7 @@ from typing import Any
 import jsonschema
 import yaml
 
+from pytest_dgxspark.data.redact import is_secret_key
 from pytest_dgxspark.data.yamlload import load_yaml, loads
 from pytest_dgxspark.site.schemas import HELMCHART_SCHEMA, INVENTORY_SCHEMA, VARS_SCHEMA
 
@@ -105,8 +106,19 @@ def _schema_problems(data: Any, schema: dict, path: Path) -> list[str]:
     problems = []
     for error in sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):
         key = ".".join(str(p) for p in error.absolute_path) or "(top level)"
-        problems.append(f"{path}: {key}: {error.message}{_typo_hint(error)}")
+        if any(is_secret_key(str(part)) for part in error.absolute_path):
+            problems.append(f"{path}: {key} (its value is not shown: a secret) {_without_value(error)}")
+        else:
+            problems.append(f"{path}: {key}: {error.message}{_typo_hint(error)}")
     return problems
+
+
+def _without_value(error: jsonschema.ValidationError) -> str:
+    """The schema's complaint without the value it is about ("12345 is not of type 'string'" -> "is not of ...")."""
+    shown = repr(error.instance)
+    if error.message.startswith(shown):
+        return error.message[len(shown):].strip()
+    return f"fails the schema's {error.validator!r} check"
 
 
 def _typo_hint(error: jsonschema.ValidationError) -> str:
