@@ -18,7 +18,9 @@ from pytest_dgxspark.checking import TargetError
 from pytest_dgxspark.judge import identity
 from pytest_dgxspark.judge.evidence import Evidence, for_item
 from pytest_dgxspark.judge.runstate import state_key
-from pytest_dgxspark.plan import DEFAULT_COMMAND_TIMEOUT_S, DEFAULT_CUDA_TIMEOUT_S, DEFAULT_SMI_TIMEOUT_S
+from pytest_dgxspark.plan import (
+    DEFAULT_COMMAND_TIMEOUT_S, DEFAULT_CUDA_TIMEOUT_S, DEFAULT_DEADLINE_S, DEFAULT_SMI_TIMEOUT_S,
+)
 from pytest_dgxspark.probes import containerd, network, nvidia_driver, nvml, provenance, rke2
 from pytest_dgxspark.probes.gather import gather_host
 from pytest_dgxspark.site.model import Site
@@ -57,6 +59,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     parser.addini("dgxspark_command_timeout", "seconds after which a host command is killed on the host",
                   default=str(DEFAULT_COMMAND_TIMEOUT_S))
+    group.addoption(
+        "--dgxspark-deadline",
+        dest="dgxspark_deadline",
+        type=int,
+        default=None,
+        metavar="SECONDS",
+        help=f"the whole run's limit: past it the run stops as on Ctrl-C and writes an INCOMPLETE bundle "
+             f"(cause deadline; default {DEFAULT_DEADLINE_S}, from 10 to 86400)",
+    )
+    parser.addini("dgxspark_deadline", "seconds the whole run may take", default=str(DEFAULT_DEADLINE_S))
 
 
 def host_names(config: pytest.Config, gpu_only: bool = False) -> list[str]:

@@ -15,12 +15,17 @@ from pytest_dgxspark.report.results import report_dir_key
 from pytest_dgxspark.site.governance import ManualCheck, Waiver, load_manual_checks, load_waivers
 from pytest_dgxspark.site.kubeconfig import kubeconfig_problems
 from pytest_dgxspark.site.model import HostSpec, Site, SiteError, load_inventory, load_site
+from pytest_dgxspark.data.redact import redact_text
 
 plan_key = pytest.StashKey["RunPlan"]()
 DEFAULT_SITE = "sites/tirosh-home"
 DEFAULT_CUDA_TIMEOUT_S = 300
 DEFAULT_SMI_TIMEOUT_S = 30
 DEFAULT_COMMAND_TIMEOUT_S = 60  # a host command's limit on the host (probes.COMMAND_TIMEOUT_S)
+DEFAULT_DEADLINE_S = 3600  # the whole run (exitpath.py): fits a 16-node site with the CUDA sample's own 300 s
+# The documented range of each numeric option (README "Options"): past it a value is a typo, never a wish.
+RANGES_S = {"dgxspark_cuda_timeout": (10, 3600), "dgxspark_smi_timeout": (1, 600),
+            "dgxspark_command_timeout": (1, 3600), "dgxspark_deadline": (10, 86400)}
 RESULTS_SCHEMA = "pytest-dgxspark/results/v1"
 
 
@@ -48,6 +53,7 @@ class RunPlan:
     sign_key: Path | None = None  # checked: an SSH private key (or a .pub held by ssh-agent)
     baseline: Any = None  # report.drift.Baseline, loaded and checked
     command_timeout_s: int = DEFAULT_COMMAND_TIMEOUT_S  # a host command's limit (the gathering round follows it)
+    deadline_s: int = DEFAULT_DEADLINE_S  # the whole run ends (INCOMPLETE, cause deadline) past this
 
     def __repr__(self) -> str:
         return (f"RunPlan(site={self.site.name!r} ({self.site_source}), testbed={self.testbed_ref!r}, "
@@ -87,20 +93,22 @@ def _root_relative(config: pytest.Config, path: str) -> Path:
 
 
 def _seconds(config: pytest.Config, name: str, default: int, problems: list[str]) -> int:
-    """--<name> (dashes), else the ini <name>, else the default; a positive whole number of seconds."""
+    """--<name> (dashes), else the ini <name>, else the default; a whole number of seconds in RANGES_S[name]."""
     option = f"--{name.replace('_', '-')}"
     value = config.getoption(name, None)
     where = option
+    low, high = RANGES_S.get(name, (1, 86400))
+    expected = f"expected a whole number of seconds from {low} to {high}"
     if value is None:
         raw = config.getini(name) or str(default)
         where = f"ini {name}"
         try:
             value = int(str(raw).strip())
         except ValueError:
-            problems.append(f"{where}: expected a positive whole number of seconds, got {raw!r}")
+            problems.append(f"{where}: {expected}, got {str(raw)[:40]!r}")
             return default
-    if value <= 0:
-        problems.append(f"{where}: expected a positive whole number of seconds, got {value}")
+    if not low <= value <= high:
+        problems.append(f"{where}: {expected}, got {value}")
         return default
     return int(value)
 
@@ -232,6 +240,7 @@ def resolve(config: pytest.Config, catalog: Catalog) -> RunPlan:
     cuda = _seconds(config, "dgxspark_cuda_timeout", DEFAULT_CUDA_TIMEOUT_S, problems)
     smi = _seconds(config, "dgxspark_smi_timeout", DEFAULT_SMI_TIMEOUT_S, problems)
     command = _seconds(config, "dgxspark_command_timeout", DEFAULT_COMMAND_TIMEOUT_S, problems)
+    deadline = _seconds(config, "dgxspark_deadline", DEFAULT_DEADLINE_S, problems)
     reports = report_dir(config)
     _writable_report_dir(reports, problems)
     config.stash[report_dir_key] = reports  # the bundle's results.py takes it from here
@@ -265,12 +274,13 @@ def resolve(config: pytest.Config, catalog: Catalog) -> RunPlan:
                 manual = loaded
         problems.extend(_baseline_problems(baseline, site, force))
     if problems or site is None:
-        raise pytest.UsageError("invalid run input:\n" + "\n".join(problems))
+        # a usage error names the file and key, never a value: every problem through the redaction layer too
+        raise pytest.UsageError("invalid run input:\n" + "\n".join(redact_text(p, "usage error") for p in problems))
     return RunPlan(
         site=site, site_source=source, testbed_ref=testbed_ref or None, scenario=scenario, hosts=hosts,
         kubeconfig=kubeconfig, report_dir=reports, cuda_timeout_s=cuda, smi_timeout_s=smi,
         handover=bool(config.getoption("dgxspark_handover")), no_block=bool(config.getoption("dgxspark_no_block")),
         baseline_force=force, waivers=waivers, manual_checks=tuple(manual),
         operator=config.getoption("dgxspark_operator", None), lang=config.getoption("dgxspark_lang", None) or "both",
-        sign_key=sign_key, baseline=baseline, command_timeout_s=command,
+        sign_key=sign_key, baseline=baseline, command_timeout_s=command, deadline_s=deadline,
     )

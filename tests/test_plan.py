@@ -55,15 +55,20 @@ def test_a_kubeconfig_whose_context_names_a_missing_cluster_is_a_usage_error(pyt
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (("--dgxspark-cuda-timeout", "-5"), "--dgxspark-cuda-timeout: expected a positive whole number of seconds, got -5"),
-        (("--dgxspark-smi-timeout", "0"), "--dgxspark-smi-timeout: expected a positive whole number of seconds, got 0"),
-        (("-o", "dgxspark_smi_timeout=soon"), "ini dgxspark_smi_timeout: expected a positive whole number of seconds, got 'soon'"),
+        (("--dgxspark-cuda-timeout", "-5"), "--dgxspark-cuda-timeout: expected a whole number of seconds from 10 to 3600, got -5"),
+        (("--dgxspark-smi-timeout", "0"), "--dgxspark-smi-timeout: expected a whole number of seconds from 1 to 600, got 0"),
+        (("-o", "dgxspark_smi_timeout=soon"), "ini dgxspark_smi_timeout: expected a whole number of seconds from 1 to 600, got 'soon'"),
         (("--dgxspark-command-timeout", "0"),
-         "--dgxspark-command-timeout: expected a positive whole number of seconds, got 0"),
+         "--dgxspark-command-timeout: expected a whole number of seconds from 1 to 3600, got 0"),
+        (("--dgxspark-cuda-timeout", "999999999999"),
+         "--dgxspark-cuda-timeout: expected a whole number of seconds from 10 to 3600, got 999999999999"),
+        (("--dgxspark-deadline", "5"), "--dgxspark-deadline: expected a whole number of seconds from 10 to 86400, got 5"),
+        (("-o", "dgxspark_deadline=9999999"),
+         "ini dgxspark_deadline: expected a whole number of seconds from 10 to 86400, got 9999999"),
     ],
-    ids=["negative-cuda", "zero-smi", "ini-words", "zero-command"],
+    ids=["negative-cuda", "zero-smi", "ini-words", "zero-command", "huge-cuda", "short-deadline", "huge-deadline-ini"],
 )
-def test_a_timeout_that_is_not_positive_is_a_usage_error(pytester, suite, args, message):
+def test_a_timeout_outside_its_documented_range_is_a_usage_error(pytester, suite, args, message):
     suite("host", TOUCH)
     usage_error(pytester.runpytest(*SITE_ARGS, *args), "ERROR: invalid run input:", message)
 
@@ -225,7 +230,7 @@ def test_every_problem_is_listed_in_one_usage_error(pytester, suite):
     (pytester.path / "kubeconfig.yml").write_text("")
     result = pytester.runpytest(*SITE_ARGS, "--dgxspark-kubeconfig", "kubeconfig.yml", "--dgxspark-smi-timeout", "0")
     usage_error(result, "ERROR: invalid run input:",
-                "--dgxspark-smi-timeout: expected a positive whole number of seconds, got 0",
+                "--dgxspark-smi-timeout: expected a whole number of seconds from 1 to 600, got 0",
                 "*kubeconfig.yml: empty;*")
 
 

@@ -117,7 +117,7 @@ def test_a_missing_baseline_and_a_bad_key_are_one_usage_error_with_the_rest_of_t
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([
         "ERROR: invalid run input:",
-        "--dgxspark-smi-timeout: expected a positive whole number of seconds, got 0",
+        "--dgxspark-smi-timeout: expected a whole number of seconds from 1 to 600, got 0",
         "--dgxspark-sign notakey: not an SSH private key (or a .pub key held by ssh-agent); expected e.g. ~/.ssh/id_ed25519",
         "--dgxspark-baseline gone.json: no such file or directory",
     ])

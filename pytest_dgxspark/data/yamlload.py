@@ -1,6 +1,11 @@
-"""YAML loading that refuses duplicate keys, alias bombs and non-UTF-8 bytes, naming the file and line."""
+"""The one loader of every YAML and JSON the suite reads (site, scenario, targets): duplicate keys, alias bombs,
+oversized or too deeply nested documents, NaN and non-UTF-8 bytes refused, naming the file (or object) and line.
+
+Errors never quote the document's text (PyYAML's snippet of the offending line could be a password or, through a
+symlink, another file's content): only the line and column."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +15,12 @@ import yaml
 # these budgets is refused before it is built.
 MAX_ALIASES = 1000
 MAX_EXPANDED_NODES = 200_000
+MAX_BYTES = 4 * 1024 * 1024  # a site file, a host's config or an API object's embedded YAML: a few KiB to a MiB
+MAX_DEPTH = 64  # nesting of mappings and sequences (a kubeconfig or HelmChart values need about 10)
+
+
+class BudgetError(ValueError):
+    """A document past the loader's size, depth or alias budget."""
 
 
 class DuplicateKeyError(yaml.YAMLError):
@@ -55,8 +66,10 @@ def _check_budget(root: yaml.Node) -> None:
     aliases = 0
     seen_once: set[int] = set()
 
-    def size(node: yaml.Node) -> int:
+    def size(node: yaml.Node, depth: int = 1) -> int:
         nonlocal aliases
+        if depth > MAX_DEPTH:
+            raise AliasBudgetError(f"nested deeper than {MAX_DEPTH} levels at line {node.start_mark.line + 1}")
         key = id(node)
         if key in sizes:
             aliases += 1
@@ -68,9 +81,9 @@ def _check_budget(root: yaml.Node) -> None:
         seen_once.add(key)
         total = 1
         if isinstance(node, yaml.SequenceNode):
-            total += sum(size(child) for child in node.value)
+            total += sum(size(child, depth + 1) for child in node.value)
         elif isinstance(node, yaml.MappingNode):
-            total += sum(size(k) + size(v) for k, v in node.value)
+            total += sum(size(k, depth + 1) + size(v, depth + 1) for k, v in node.value)
         if total > MAX_EXPANDED_NODES:
             raise AliasBudgetError(
                 f"expands to more than {MAX_EXPANDED_NODES} nodes through aliases at line {node.start_mark.line + 1} "
@@ -82,17 +95,35 @@ def _check_budget(root: yaml.Node) -> None:
     size(root)
 
 
-def _read(path: Path) -> str:
+def _read(path: Path, max_bytes: int = MAX_BYTES) -> str:
     try:
-        raw = Path(path).read_bytes()
+        with Path(path).open("rb") as handle:
+            raw = handle.read(max_bytes + 1)
     except OSError as exc:
         raise ValueError(f"{path}: cannot read: {exc.strerror}") from None
+    if len(raw) > max_bytes:
+        raise BudgetError(f"{path}: larger than {max_bytes} bytes (the loader's budget); refused unread")
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ValueError(
             f"{path}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}); save the file as UTF-8"
         ) from None
+
+
+def describe(exc: yaml.YAMLError) -> str:
+    """A YAML error as PyYAML says it, with line and column but without its snippet of the document's text."""
+    if not isinstance(exc, yaml.MarkedYAMLError):
+        return str(exc)
+    parts = []
+    for text, mark in ((exc.context, exc.context_mark), (exc.problem, exc.problem_mark)):
+        if text:
+            parts.append(text)
+        if mark is not None and (text or mark is exc.problem_mark):
+            parts.append(f"at line {mark.line + 1}, column {mark.column + 1}")
+    if exc.note:
+        parts.append(exc.note)
+    return " ".join(parts) or type(exc).__name__
 
 
 def _documents(text: str) -> list[Any]:
@@ -110,26 +141,89 @@ def _documents(text: str) -> list[Any]:
         loader.dispose()
 
 
-def loads(text: str, where: str = "<text>") -> Any:
-    """One YAML document from text, strictly; ValueError naming `where` on any problem."""
+def _parse(text: str, where: str, max_bytes: int) -> list[Any]:
+    if len(text) > max_bytes and len(text.encode("utf-8")) > max_bytes:
+        raise BudgetError(f"{where}: larger than {max_bytes} bytes (the loader's budget); refused unparsed")
     try:
-        docs = _documents(text)
-    except yaml.YAMLError as exc:
+        return _documents(text)
+    except (DuplicateKeyError, AliasBudgetError) as exc:
         raise ValueError(f"{where}: {exc}") from None
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{where}: {describe(exc)}") from None
+    except RecursionError:
+        raise BudgetError(f"{where}: nested deeper than {MAX_DEPTH} levels (the loader's budget)") from None
+
+
+def loads(text: str, where: str = "<text>", max_bytes: int = MAX_BYTES) -> Any:
+    """One YAML document from text, strictly; ValueError naming `where` on any problem."""
+    docs = _parse(text, where, max_bytes)
     if len(docs) > 1:
         raise ValueError(f"{where}: expected one YAML document, found {len(docs)}")
     return docs[0] if docs else None
 
 
-def load_yaml(path: Path) -> Any:
+def loads_all(text: str, where: str = "<text>", max_bytes: int = MAX_BYTES) -> list[Any]:
+    """Every document of a multi-document YAML text, strictly (empty documents left out)."""
+    return [d for d in _parse(text, where, max_bytes) if d is not None]
+
+
+def load_yaml(path: Path, max_bytes: int = MAX_BYTES) -> Any:
     """Load one YAML document strictly; raise ValueError naming the file on any problem."""
-    return loads(_read(path), str(path))
+    return loads(_read(path, max_bytes), str(path), max_bytes)
 
 
-def load_yaml_all(path: Path) -> list[Any]:
+def load_yaml_all(path: Path, max_bytes: int = MAX_BYTES) -> list[Any]:
     """Load every document of a multi-document YAML file strictly."""
-    text = _read(path)
+    return loads_all(_read(path, max_bytes), str(path), max_bytes)
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is no JSON number")
+
+
+def _json_depth_ok(text: str, max_depth: int) -> int | None:
+    """The offset where text's brackets nest past max_depth (strings skipped), else None: checked before parsing,
+    so a 200,000-deep document is refused without the parser's recursion."""
+    depth = 0
+    in_string = escaped = False
+    for offset, ch in enumerate(text):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            if depth > max_depth:
+                return offset
+        elif ch in "]}":
+            depth -= 1
+    return None
+
+
+def loads_json(text: str, where: str = "<text>", max_bytes: int = MAX_BYTES, max_depth: int = MAX_DEPTH) -> Any:
+    """One JSON document from text within the size and depth budgets, NaN and Infinity refused; ValueError naming
+    `where` (with line and column) on any problem."""
+    if len(text) > max_bytes and len(text.encode("utf-8")) > max_bytes:
+        raise BudgetError(f"{where}: larger than {max_bytes} bytes (the loader's budget); refused unparsed")
+    deep = _json_depth_ok(text, max_depth)
+    if deep is not None:
+        line = text.count("\n", 0, deep) + 1
+        raise BudgetError(f"{where}: nested deeper than {max_depth} levels at line {line} (the loader's budget)")
     try:
-        return [d for d in _documents(text) if d is not None]
-    except yaml.YAMLError as exc:
-        raise ValueError(f"{path}: {exc}") from None
+        return json.loads(text, parse_constant=_refuse_constant)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{where}: not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+    except ValueError as exc:
+        raise ValueError(f"{where}: not JSON: {exc}") from None
+    except RecursionError:
+        raise BudgetError(f"{where}: nested deeper than {max_depth} levels (the loader's budget)") from None
+
+
+def load_json(path: Path, max_bytes: int = MAX_BYTES, max_depth: int = MAX_DEPTH) -> Any:
+    """One JSON file within the loader's budgets; ValueError naming the file on any problem."""
+    return loads_json(_read(path, max_bytes), str(path), max_bytes, max_depth)

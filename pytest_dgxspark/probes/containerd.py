@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-import yaml
+from pytest_dgxspark.data.yamlload import loads
 
 from pytest_dgxspark.data.values import dig, version_tuple
 from pytest_dgxspark.probes import Command, Reading, Settings, quoted, split_cmdline
@@ -102,8 +102,8 @@ def kubelet_runtime_endpoint(config_texts: Iterable[str], cmdline: str = "") -> 
     endpoint = None
     for text in config_texts:
         try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError:
+            data = loads(text, "kubelet config")
+        except ValueError:
             continue
         if isinstance(data, dict) and data.get("containerRuntimeEndpoint"):
             endpoint = str(data["containerRuntimeEndpoint"])

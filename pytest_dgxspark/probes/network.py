@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-import yaml
+from pytest_dgxspark.data.yamlload import loads_all, loads_json
 
 from pytest_dgxspark.data.values import as_bool
 from pytest_dgxspark.probes import Command, Reading, Settings, quoted
@@ -58,7 +58,7 @@ class HostAddress:
 def parse_ip_addr_json(text: str) -> list[HostAddress]:
     """Addresses of `ip -j addr show`."""
     result = []
-    for iface in json.loads(text or "[]"):
+    for iface in loads_json(text or "[]", "ip -j addr"):
         for info in iface.get("addr_info", []):
             if "local" in info:
                 result.append(
@@ -117,8 +117,9 @@ class Network(Reading):
 
     @cached_property
     def netplan_documents(self) -> tuple[dict[str, Any], ...]:
-        """The netplan YAML documents (mappings only); yaml.YAMLError when a file is not YAML."""
-        return tuple(d for d in yaml.safe_load_all(self.netplan.stdout or "") if isinstance(d, dict))
+        """The netplan YAML documents (mappings only); ValueError when a file is not YAML (or past the loader's
+        budgets)."""
+        return tuple(d for d in loads_all(self.netplan.stdout or "", "/etc/netplan/*.yaml") if isinstance(d, dict))
 
     def nm_connection(self, iface: str) -> Any:
         """NetworkManager's connection of an interface (nothing when nmcli is absent or the device unmanaged)."""

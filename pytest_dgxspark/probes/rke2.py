@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-import yaml
+from pytest_dgxspark.data.yamlload import loads
 
 from pytest_dgxspark.probes import Command, Reading, Settings, split_cmdline
 
@@ -72,13 +72,13 @@ def effective_config(base: Any, dropins: Any, where: str) -> Rke2Config:
     appends); a missing config.yaml or YAML that is not a mapping is an `error`, never an empty config."""
     if base.rc != 0:
         return Rke2Config(error=f"{where}: cannot read {CONFIG_FILE}: {base.stderr.strip() or base.rc}")
-    try:
-        documents = [yaml.safe_load(base.stdout) or {}]
+    try:  # through the one bounded loader: an alias bomb in a drop-in is refused, never expanded
+        documents = [loads(base.stdout, f"{where}: {CONFIG_FILE}") or {}]
         for chunk in (c for c in dropins.stdout.split("### ") if c.strip()):
-            _, _, body = chunk.partition("\n")
-            documents.append(yaml.safe_load(body) or {})
-    except yaml.YAMLError as error:
-        return Rke2Config(error=f"{where}: RKE2 config is not valid YAML: {error}")
+            name, _, body = chunk.partition("\n")
+            documents.append(loads(body, f"{where}: {name.strip() or 'config.yaml.d'}") or {})
+    except ValueError as error:
+        return Rke2Config(error=f"RKE2 config is not valid YAML: {error}")
     if not all(isinstance(d, dict) for d in documents):
         return Rke2Config(error=f"{where}: RKE2 config files must be YAML mappings")
     return Rke2Config(merged=merge_rke2_config(documents))

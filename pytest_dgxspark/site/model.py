@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-import yaml
 
 from pytest_dgxspark.data.redact import is_secret_key
 from pytest_dgxspark.data.yamlload import load_yaml, loads
@@ -94,10 +93,14 @@ class Site:
         return helm_values(self.helmchart)
 
 
-def helm_values(helmchart: Mapping[str, Any]) -> dict[str, Any]:
-    """The HelmChart's spec.valuesContent parsed as YAML ({} when empty)."""
+def helm_values(helmchart: Mapping[str, Any], where: str | None = None) -> dict[str, Any]:
+    """The HelmChart's spec.valuesContent parsed as YAML ({} when empty) through the bounded loader; ValueError
+    naming `where` (else the chart) when it is no YAML or past the loader's budgets (an alias bomb)."""
     content = (helmchart.get("spec") or {}).get("valuesContent") or ""
-    values = yaml.safe_load(content) if content.strip() else {}
+    if not where:
+        meta = helmchart.get("metadata") or {}
+        where = f"HelmChart {meta.get('namespace', '?')}/{meta.get('name', '?')} spec.valuesContent"
+    values = loads(content, where) if content.strip() else {}
     return values if isinstance(values, dict) else {}
 
 

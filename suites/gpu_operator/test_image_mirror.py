@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-import yaml
+
+from pytest_dgxspark.data.yamlload import loads
 
 from pytest_dgxspark import not_applicable
 from pytest_dgxspark.checking import completed, require, unreadable
@@ -17,8 +18,8 @@ from pytest_dgxspark.probes.rke2 import REGISTRIES_FILE as REGISTRIES_YAML
 def _mirrored_registries(text: str, mirror_host: str, where: str) -> set[str]:
     """Registries that RKE2's registries.yaml sends to the mirror (`mirrors: {<registry>: {endpoint: [...]}}`)."""
     try:
-        doc = yaml.safe_load(text) or {}
-    except yaml.YAMLError as error:
+        doc = loads(text, f"{where}: {REGISTRIES_YAML}") or {}
+    except ValueError as error:
         unreadable(f"{where}: {REGISTRIES_YAML} is not valid YAML, so where containerd pulls from cannot be read: "
                    f"{str(error).splitlines()[0]}")
     found = set()

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-import yaml
 
 from pytest_dgxspark.checking import completed, require, unreadable
 from pytest_dgxspark.probes.network import (
@@ -54,7 +53,7 @@ def test_inventory_address_is_configured_statically(host_target: HostTarget, net
     completed(evidence.answer(host_target, NETPLAN, network_probe.netplan), host_target)
     try:
         documents = network_probe.netplan_documents
-    except yaml.YAMLError as error:
+    except ValueError as error:
         unreadable(f"{host_target.where}: /etc/netplan/*.yaml is not valid YAML, so how {address} is configured cannot "
                    f"be read: {str(error).splitlines()[0]}")
     definitions = netplan_dhcp_interfaces(documents)

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-import yaml
 
-from pytest_dgxspark.checking import require
+from pytest_dgxspark.checking import require, unreadable
 from pytest_dgxspark.data.values import as_bool, dig
 from pytest_dgxspark.kube.objects import pod_summary
+from pytest_dgxspark.data.yamlload import loads
 
 
 def _cilium_config(cluster: Any) -> dict[str, Any] | None:
@@ -26,7 +26,11 @@ def test_rke2_cilium_values_match_site_vars(cluster: Any, site: Any, evidence: A
         f"{cluster.where}: no HelmChartConfig kube-system/rke2-cilium; ADR 0001 §5-2 expresses Cilium settings there "
         "(/var/lib/rancher/rke2/server/manifests/rke2-cilium-config.yaml)"
     ))
-    values = yaml.safe_load(dig(config, "spec.valuesContent") or "") or {}
+    try:
+        values = loads(dig(config, "spec.valuesContent") or "", f"{cluster.where}: HelmChartConfig "
+                       "kube-system/rke2-cilium spec.valuesContent") or {}
+    except ValueError as error:
+        unreadable(f"{error}; Cilium's settings cannot be read")
     wanted = site.vars.get("rke2_cilium") or {}
     live = {
         "hubble_enabled": as_bool(dig(values, "hubble.enabled")),

@@ -7,7 +7,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 import pytest
-import yaml
+from pytest_dgxspark.data.yamlload import load_yaml
 
 from pytest_dgxspark.checking import require, unreadable
 
@@ -28,8 +28,8 @@ def test_site_context_is_named_and_points_at_the_node(targets: Any, site: Any, e
         unreadable(f"no kubeconfig was given for the site (--dgxspark-kubeconfig, $KUBECONFIG or ~/.kube/config): "
                    f"context {site.context!r} cannot be read; run make rke2/kubeconfig")
     try:
-        config = yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError) as error:
+        config = load_yaml(path) or {}
+    except ValueError as error:
         unreadable(f"{path}: the kubeconfig cannot be read as YAML: {str(error).splitlines()[0]}")
     contexts = {c.get("name"): c.get("context") or {} for c in config.get("contexts") or []}
     clusters = {c.get("name"): c.get("cluster") or {} for c in config.get("clusters") or []}
