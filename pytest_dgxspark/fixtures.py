@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import atexit
 import shutil
-import signal
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -232,20 +231,38 @@ def evidence(request: pytest.FixtureRequest) -> Evidence:
 # The run's own fixtures: the site and the targets.
 
 
+left_testbeds_key = pytest.StashKey[list]()
+
+
+def stop_left_testbeds(config: pytest.Config) -> list:
+    """Testbeds earlier runs left running when they were killed (SIGKILL: no finalizer ran): stopped and said."""
+    from pytest_dgxspark.testbed.leftovers import stop_left
+
+    try:
+        left = stop_left()
+    except Exception as exc:  # noqa: BLE001 - looking for leftovers must never cost the run
+        left = []
+        _say_left(config, f"dgxspark: could not look for testbeds left by killed runs: {type(exc).__name__}: {exc}")
+    for found in left:
+        _say_left(config, f"dgxspark: a testbed left running by a killed run ({found.run_id or 'unknown run'}, pid "
+                          f"{found.owner_pid}, scenario {found.scenario}) was found in {found.directory}: {found.state}")
+    config.stash[left_testbeds_key] = left
+    return left
+
+
+def _say_left(config: pytest.Config, line: str) -> None:
+    import sys
+
+    try:
+        config.get_terminal_writer().line(line, yellow=True)
+    except (AssertionError, AttributeError, ValueError):
+        print(line, file=sys.stderr)
+
+
 def _state(config: pytest.Config):
     if state_key not in config.stash:
         raise pytest.UsageError("pytest-dgxspark fixtures need a dgxspark run (--site or --testbed, tests under suites/)")
     return config.stash[state_key]
-
-
-def _on_sigterm(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt(f"terminated by signal {signum}")
-
-
-def _terminate_like_ctrl_c() -> None:
-    """SIGTERM (a CI job cancelled, `timeout`) ends the run like Ctrl-C: finalizers run, the report is written."""
-    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-        signal.signal(signal.SIGTERM, _on_sigterm)
 
 
 @pytest.fixture(scope="session")
@@ -258,11 +275,14 @@ def site(pytestconfig: pytest.Config) -> Site:
 def targets(pytestconfig: pytest.Config, request: pytest.FixtureRequest) -> Targets:
     """The hosts and cluster under test; a testbed is started here (not before) and stopped at the end."""
     tgt = _state(pytestconfig).targets
-    _terminate_like_ctrl_c()  # the CUDA sample's namespace and a testbed are cleaned up on SIGTERM too
     if tgt.simulated and tgt.testbed is None:
         from pytest_dgxspark.testbed import Testbed
 
-        directory = Path(tempfile.mkdtemp(prefix="dgxspark-testbed-"))
+        from pytest_dgxspark.report.results import run_info
+        from pytest_dgxspark.testbed.leftovers import PREFIX, claim
+
+        directory = Path(tempfile.mkdtemp(prefix=PREFIX))
+        claim(directory, run_info(pytestconfig).id, str(tgt.testbed_ref))  # a later run stops it if this one is killed
         testbed = Testbed(tgt.testbed_ref, directory, site=tgt.site)
 
         def stop() -> None:
@@ -290,6 +310,9 @@ def pytest_dgxspark_results(config: pytest.Config, results: dict) -> None:
     from pytest_dgxspark.kube.cudarun import leftover_report, leftovers_key
 
     results["leftover_namespaces"] = leftover_report(config.stash.get(leftovers_key, None))
+    left = config.stash.get(left_testbeds_key, [])
+    if left:
+        results["leftover_testbeds"] = [found.as_dict() for found in left]
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -8,7 +8,7 @@ import pytest
 from pytest_dgxspark import hookspecs
 from pytest_dgxspark.catalog.rules import LAYERS, CatalogError, catalog_key, load_catalog
 from pytest_dgxspark.checking import NotApplicable
-from pytest_dgxspark.judge import identity
+from pytest_dgxspark.judge import exitpath, identity
 from pytest_dgxspark.judge import order as runorder
 from pytest_dgxspark.judge.attribution import breaks
 from pytest_dgxspark.judge.fold import blocking_rules, fold
@@ -99,6 +99,13 @@ def pytest_configure(config: pytest.Config) -> None:
         state: RunState = load_run(plan, config.stash[catalog_key])
         config.stash[state_key] = state
         config.stash[targets_key] = state.targets
+        # SIGINT (once or twice), SIGTERM, SIGHUP and the deadline: one way out, through sessionfinish (exitpath.py)
+        exitpath.install(plan.deadline_s)
+        config.add_cleanup(exitpath.uninstall)  # the first cleanup added runs last: after the bundle is sealed
+        if plan.testbed_ref:
+            from pytest_dgxspark.fixtures import stop_left_testbeds
+
+            stop_left_testbeds(config)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -217,6 +224,7 @@ def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int):
     config = session.config
     state: RunState | None = config.stash.get(state_key, None)
+    exitpath.finishing()  # from here on a signal is noted, never raised: the bundle is finished and sealed
     if state is None or config.option.collectonly or not state.items:
         result = yield
         if state is not None and not state.items and not config.option.collectonly:
@@ -241,6 +249,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int):
             tw.line(f"dgxspark: BUNDLE INCOMPLETE ON DISK: {problem}", red=True, bold=True)
     verdict = results["verdict"] if written is not None else "INCOMPLETE"  # no bundle, no acceptance
     session.exitstatus = closing.exit_status(verdict, session.exitstatus)
+    ended = exitpath.current()
+    if ended is not None and ended.cause == "deadline":
+        session.exitstatus = closing.EXIT_INCOMPLETE  # no one interrupted it: the run took too long
     return result
 
 
@@ -271,7 +282,11 @@ def _finish(config: pytest.Config, session: pytest.Session, state: RunState) -> 
     from pytest_dgxspark.judge.records import TestRecord
 
     done = {r.nodeid for r in state.records}
-    why = session.shouldstop or session.shouldfail or "interrupted (Ctrl-C) before this test ran"
+    ended = exitpath.current()
+    interrupted = ended.reason() if ended is not None and ended.pending() else ""
+    why = session.shouldstop or session.shouldfail or \
+        (f"the run was {interrupted} before this test ran" if interrupted else
+         "interrupted (Ctrl-C) before this test ran")
     for item in state.items:
         if item.nodeid not in done:
             state.records.append(TestRecord(item.nodeid, item_rule(item) or "", "error", 0.0, f"not run: {why}"))
@@ -302,6 +317,10 @@ def _finish(config: pytest.Config, session: pytest.Session, state: RunState) -> 
     )
     if state.plan.handover and simulated_by:
         results["verdict_reasons"].append(f"the targets are a testbed: {simulated_by[0]}")
+    if interrupted:  # whatever the checks that ran found, an interrupted run judged only part of the site
+        results["verdict"] = "INCOMPLETE"
+        results["verdict_reasons"].insert(0, f"the run was {interrupted}; the tests not run are errors")
+        results["run"]["interrupted"] = ended.as_dict()
     results["provenance"] = _provenance(config)
     config.hook.pytest_dgxspark_results(config=config, results=results)
     config.stash[results_key] = results

@@ -79,11 +79,12 @@ def seal(run_dir: Path, sign_key: Path | None, written: list[str], problems: lis
         _step("MANIFEST.sha256.sig", lambda: sign_manifest(run_dir, sign_key), written, problems, run_dir)
 
 
-def finish_bundle(run_dir: Path, lang: str | None = None, sign_key: Path | None = None) -> BundleOutcome:
+def finish_bundle(run_dir: Path, lang: str | None = None, sign_key: Path | None = None,
+                  stop: Callable[[], bool] | None = None) -> BundleOutcome:
     """Write summary.html, summary.pdf (when Chromium is installed), ctrf.json, attestation.intoto.json,
     then MANIFEST.sha256 over every other file, then its signature with sign_key.
 
-    Each step runs even when an earlier one failed (an unsigned manifest is better than none); a failed
+    stop() true (the run is being interrupted) ends a PDF being printed. Each step runs even when an earlier one failed (an unsigned manifest is better than none); a failed
     step is reported in `problems`, naming the file and what went wrong.
     """
     written: list[str] = []
@@ -103,7 +104,7 @@ def finish_bundle(run_dir: Path, lang: str | None = None, sign_key: Path | None 
     elif summary and chromium() is None:
         notes.append(NO_CHROMIUM.format(dir=run_dir))
     elif summary:
-        _step(PDF, lambda: print_pdf(run_dir / "summary.html", run_dir / PDF), written, problems, run_dir)
+        _step(PDF, lambda: print_pdf(run_dir / "summary.html", run_dir / PDF, stop=stop), written, problems, run_dir)
     _step(CTRF, lambda: write_ctrf(run_dir), written, problems, results)
     seal(run_dir, sign_key, written, problems)
     return BundleOutcome(run_dir, tuple(written), tuple(problems), tuple(notes))

@@ -118,8 +118,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
     if results_key not in config.stash or plan_key not in config.stash:
         return
+    from pytest_dgxspark.judge import exitpath
+
     plan = config.stash[plan_key]
-    outcome = finish_bundle(run_info(config).dir, plan.lang, plan.sign_key)
+    outcome = finish_bundle(run_info(config).dir, plan.lang, plan.sign_key, stop=exitpath.pending)
     _say(config, f"dgxspark bundle: {outcome.run_dir} ({', '.join(outcome.written) or 'nothing written'})",
          red=False)
     for note in outcome.notes:
@@ -128,6 +130,25 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         _say(config, f"dgxspark bundle ERROR: {problem}", red=True)
     if junit_kept_key in config.stash:
         _say(config, f"dgxspark bundle: {config.stash[junit_kept_key]}", red=True)
+    if outcome.problems:
+        # a file that could not be written is an error of the run, never "written": the last line and the exit say so
+        verdict = config.stash[results_key].get("verdict", "INCOMPLETE")
+        _say(config, f"dgxspark: {verdict} as judged, but the bundle is INCOMPLETE ON DISK: "
+                     f"{len(outcome.problems)} file(s) not written ({'; '.join(outcome.problems)[:300]})", red=True)
+        _bundle_failed(config)
+
+
+def _bundle_failed(config: pytest.Config) -> None:
+    """The run's exit status: INCOMPLETE (8), unless pytest's own (interrupted, internal or usage error) stands."""
+    from pytest_dgxspark.report.bundleguard import session_key
+    from pytest_dgxspark.report.closing import exit_status
+
+    from pytest_dgxspark.judge import exitpath
+
+    session = config.stash.get(session_key, None)
+    if session is not None:
+        interrupted = exitpath.pending() and exitpath.current().cause != "deadline"
+        session.exitstatus = pytest.ExitCode.INTERRUPTED if interrupted else exit_status("INCOMPLETE", session.exitstatus)
 
 
 def _say(config: pytest.Config, line: str, red: bool) -> None:

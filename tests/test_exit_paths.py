@@ -1,0 +1,163 @@
+"""Every way a run ends writes a coherent bundle: SIGINT once or twice, SIGTERM, SIGHUP, the deadline, a PDF cut
+short by a full disk; the CUDA namespace is deleted even when the first signal meets its delete."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.pytester_args import SITE_ARGS
+
+# A check that says it started (a file), then waits long enough to be interrupted.
+SLOW = ("import pathlib, time\n"
+        "@pytest.mark.rule('ADR-0001.site-layout')\ndef test_a_first(site):\n    assert site.name\n\n"
+        "@pytest.mark.rule('ADR-0002.host-driver')\ndef test_b_slow():\n"
+        "    pathlib.Path('started').write_text('x')\n    time.sleep(60)\n\n"
+        "@pytest.mark.rule('ADR-0002.host-nvml')\ndef test_c_never():\n    assert True\n")
+
+
+def _start(pytester: pytest.Pytester, *extra: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "pytest", "suites", *SITE_ARGS, *extra],
+                            cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, **(env or {})}, start_new_session=True)
+
+
+def _wait_for(path: Path, proc: subprocess.Popen[str], limit: float = 60) -> None:
+    deadline = time.monotonic() + limit
+    while not path.exists():
+        assert proc.poll() is None, proc.communicate()[0]
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.05)
+
+
+def _bundle(pytester: pytest.Pytester) -> Path:
+    return (pytester.path / "out" / "latest").resolve()
+
+
+def _assert_sealed_incomplete(pytester: pytest.Pytester, output: str, cause: str, by: str) -> dict:
+    bundle = _bundle(pytester)
+    results = json.loads((bundle / "results.json").read_text())
+    assert results["verdict"] == "INCOMPLETE", output
+    assert results["run"]["interrupted"]["cause"] == cause
+    assert results["run"]["interrupted"]["by"] == by
+    assert any(by in r or cause in r for r in results["verdict_reasons"]), results["verdict_reasons"]
+    statuses = {t["nodeid"].rsplit("::", 1)[1]: t["outcome"] for r in results["rules"] for t in r["tests"]}
+    assert statuses["test_a_first"] == "passed"
+    assert statuses["test_c_never"] == "error"
+    manifest = (bundle / "MANIFEST.sha256").read_text()
+    assert "results.json" in manifest and "summary.html" in manifest
+    assert "Traceback" not in output, output[-3000:]
+    return results
+
+
+@pytest.mark.parametrize(("signals", "gap"), [(["SIGINT"], 0), (["SIGINT", "SIGINT"], 0.3), (["SIGTERM"], 0),
+                                              (["SIGHUP"], 0), (["SIGTERM", "SIGINT", "SIGHUP"], 0.2)],
+                         ids=["sigint", "sigint-twice", "sigterm", "sighup", "three-signals"])
+def test_a_signal_ends_the_run_with_a_sealed_incomplete_bundle(pytester, suite, signals, gap):
+    suite("host", SLOW)
+    proc = _start(pytester)
+    _wait_for(pytester.path / "started", proc)
+    for name in signals:
+        proc.send_signal(getattr(signal, name))
+        time.sleep(gap)
+    output, _ = proc.communicate(timeout=120)
+    assert proc.returncode == pytest.ExitCode.INTERRUPTED, output[-3000:]
+    results = _assert_sealed_incomplete(pytester, output, "interrupted", signals[0])
+    assert results["run"]["interrupted"]["signals"] == signals
+    if "SIGHUP" not in signals:  # after SIGHUP the terminal is gone: nothing is written to it
+        assert "dgxspark: INCOMPLETE" in output, output[-3000:]
+
+
+def test_the_deadline_stops_the_whole_run_incomplete(pytester, suite):
+    suite("host", SLOW)
+    started = time.monotonic()
+    proc = _start(pytester, "--dgxspark-deadline", "10")
+    output, _ = proc.communicate(timeout=120)
+    assert time.monotonic() - started < 45, output[-2000:]
+    assert proc.returncode == 8, output[-3000:]
+    results = _assert_sealed_incomplete(pytester, output, "deadline", "deadline")
+    assert results["run"]["interrupted"]["deadline_s"] == 10
+    assert "stopped at the run's deadline (--dgxspark-deadline 10 s)" in output, output[-3000:]
+
+
+def _fake_chromium(folder: Path, body: str) -> dict[str, str]:
+    folder.mkdir()
+    script = folder / "chromium"
+    script.write_text("#!/bin/sh\n" + body)
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return {"PATH": f"{folder}{os.pathsep}{os.environ['PATH']}", "DGXSPARK_PDF": "on"}
+
+
+PRINT_TO = 'for a in "$@"; do case "$a" in --print-to-pdf=*) out="${a#--print-to-pdf=}";; esac; done\n'
+
+
+def test_a_pdf_cut_short_by_a_full_disk_is_never_kept_and_the_run_says_so(pytester, suite):
+    suite("host", "@pytest.mark.rule('ADR-0001.site-layout')\ndef test_a_first(site):\n    assert site.name\n")
+    env = _fake_chromium(pytester.path / "bin", PRINT_TO + 'printf "%%PDF-1.7\\n1 0 obj <<" > "$out"; exit 0\n')
+    proc = _start(pytester, "-k", "test_a_first", env=env)
+    output, _ = proc.communicate(timeout=120)
+    bundle = _bundle(pytester)
+    assert not (bundle / "summary.pdf").exists()
+    assert not list(bundle.glob(".summary.pdf*")), "the temporary PDF is removed"
+    assert "summary.pdf not written" in output and "INCOMPLETE ON DISK" in output, output[-3000:]
+    assert "no %%EOF trailer" in output
+    assert proc.returncode == 8, output[-3000:]
+    assert "summary.pdf" not in (bundle / "MANIFEST.sha256").read_text()
+
+
+def test_a_signal_while_chromium_prints_ends_it_and_seals_the_bundle(pytester, suite):
+    suite("host", "@pytest.mark.rule('ADR-0001.site-layout')\ndef test_a_first(site):\n    assert site.name\n")
+    marker = pytester.path / "printing"
+    env = _fake_chromium(pytester.path / "bin", f"echo $$ > {marker}\nexec sleep 60\n")
+    proc = _start(pytester, "-k", "test_a_first", env=env)
+    _wait_for(marker, proc)
+    started = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    output, _ = proc.communicate(timeout=60)
+    assert time.monotonic() - started < 20
+    bundle = _bundle(pytester)
+    assert "Traceback" not in output, output[-3000:]
+    assert not (bundle / "summary.pdf").exists()
+    assert "interrupted while" in output, output[-3000:]
+    assert "results.json" in (bundle / "MANIFEST.sha256").read_text()
+    assert proc.returncode == pytest.ExitCode.INTERRUPTED, output[-3000:]
+    pid = int(marker.read_text())
+    assert not Path(f"/proc/{pid}").exists(), "Chromium was ended"
+
+
+class _Api:
+    """A stand-in cluster whose first namespace delete is interrupted by the run's first signal."""
+
+    def __init__(self) -> None:
+        self.deletes = 0
+        self.core = self
+        self.api = None
+
+    def call(self, method, *args, **kwargs):
+        return method(*args, **kwargs)
+
+    def delete_namespace(self, name, **kwargs):
+        self.deletes += 1
+        if self.deletes == 1:
+            raise KeyboardInterrupt("interrupted by SIGINT")
+
+
+def test_a_signal_that_meets_the_namespace_delete_leaves_it_for_the_teardown_to_delete():
+    from pytest_dgxspark.cudarun import CudaRun
+
+    cluster = _Api()
+    run = CudaRun(cluster, "run-1", stale_after_s=30, wait_s=30)
+    run.created = True
+    with pytest.raises(KeyboardInterrupt):
+        run.delete()  # the test's own finally
+    run.delete()  # the fixture's teardown, at session finish
+    assert (cluster.deletes, run.deleted, run.closed) == (2, True, True)
+    run.delete()
+    assert cluster.deletes == 2  # once deleted, no further call
