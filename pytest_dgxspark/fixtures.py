@@ -236,7 +236,7 @@ left_testbeds_key = pytest.StashKey[list]()
 
 def stop_left_testbeds(config: pytest.Config) -> list:
     """Testbeds earlier runs left running when they were killed (SIGKILL: no finalizer ran): stopped and said."""
-    from pytest_dgxspark.testbed.leftovers import stop_left
+    from pytest_dgxspark.testbed import stop_left
 
     try:
         left = stop_left()
@@ -279,9 +279,9 @@ def targets(pytestconfig: pytest.Config, request: pytest.FixtureRequest) -> Targ
         from pytest_dgxspark.testbed import Testbed
 
         from pytest_dgxspark.report.results import run_info
-        from pytest_dgxspark.testbed.leftovers import PREFIX, claim
+        from pytest_dgxspark.testbed import DIR_PREFIX, claim
 
-        directory = Path(tempfile.mkdtemp(prefix=PREFIX))
+        directory = Path(tempfile.mkdtemp(prefix=DIR_PREFIX))
         claim(directory, run_info(pytestconfig).id, str(tgt.testbed_ref))  # a later run stops it if this one is killed
         testbed = Testbed(tgt.testbed_ref, directory, site=tgt.site)
 

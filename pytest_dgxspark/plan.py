@@ -16,6 +16,7 @@ from pytest_dgxspark.site.governance import ManualCheck, Waiver, load_manual_che
 from pytest_dgxspark.site.kubeconfig import kubeconfig_problems
 from pytest_dgxspark.site.model import HostSpec, Site, SiteError, load_inventory, load_site
 from pytest_dgxspark.data.redact import redact_text
+from pytest_dgxspark.data.pathguard import outside_links
 
 plan_key = pytest.StashKey["RunPlan"]()
 DEFAULT_SITE = "sites/tirosh-home"
@@ -131,13 +132,16 @@ def _writable_report_dir(path: Path, problems: list[str]) -> None:
 def _scenario(ref: str | None, problems: list[str]) -> Any:
     if not ref:
         return None
-    from pytest_dgxspark.testbed import ScenarioError, load_scenario
+    from pytest_dgxspark.testbed import ScenarioError, bring_up_problems, load_scenario
+
 
     try:
-        return load_scenario(ref)
+        loaded = load_scenario(ref)
     except ScenarioError as exc:
         problems.append(f"--testbed {ref}: {exc}")
         return None
+    problems.extend(f"--testbed {ref}: {problem}" for problem in bring_up_problems(loaded))
+    return loaded
 
 
 def _site(config: pytest.Config, scenario: Any) -> tuple[Path, str]:
@@ -170,6 +174,10 @@ def _kubeconfig(config: pytest.Config, site: Site, problems: list[str]) -> Path 
         problems.append(f"{where}: kubeconfig not found (give --dgxspark-kubeconfig or run make rke2/kubeconfig)")
         return None
     problems.extend(kubeconfig_problems(path, site.context))
+    management = site.management_context
+    if management and management != site.context:  # the Argo CD check opens it from the same kubeconfig
+        problems.extend(f"{p} (argocd_context of {site.root}/rke2/vars.yml)"
+                        for p in kubeconfig_problems(path, management))
     return path
 
 
@@ -226,6 +234,14 @@ def _baseline_problems(baseline: Any, site: Site, force: bool) -> list[str]:
     return problems
 
 
+def _redacted_note(check: ManualCheck, root: Path) -> ManualCheck:
+    """A manual check whose free-text note went through the redaction layer (tokens by shape, URL credentials), the
+    values it removed remembered for the bundle scan: the note reaches results.json, the summary and the PDF."""
+    if not check.note:
+        return check
+    return replace(check, note=redact_text(check.note, f"{root}/manual-checks.yml {check.id}.note", remember=True))
+
+
 def resolve(config: pytest.Config, catalog: Catalog) -> RunPlan:
     """The plan of this run; one UsageError lists every problem (file or option, key, what was expected)."""
     problems: list[str] = []
@@ -248,8 +264,10 @@ def resolve(config: pytest.Config, catalog: Catalog) -> RunPlan:
     scenario = _scenario(testbed_ref, problems)
     site_path, source = _site(config, scenario)
     site: Site | None = None
+    escaping = outside_links(site_path, f"site {site_path}")  # no site file may be read from outside the site
+    problems.extend(escaping)
     try:
-        site = load_site(site_path)
+        site = None if escaping else load_site(site_path)
     except SiteError as exc:
         problems.append(str(exc))
     hosts: tuple[HostSpec, ...] = ()
@@ -271,7 +289,7 @@ def resolve(config: pytest.Config, catalog: Catalog) -> RunPlan:
             if isinstance(loaded, dict):
                 waivers = loaded
             else:
-                manual = loaded
+                manual = [_redacted_note(check, site.root) for check in loaded]
         problems.extend(_baseline_problems(baseline, site, force))
     if problems or site is None:
         # a usage error names the file and key, never a value: every problem through the redaction layer too

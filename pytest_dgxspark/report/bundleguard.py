@@ -73,6 +73,7 @@ def remember_plan_secrets(plan: Any) -> None:
     remember_secrets(dict(site.inventory or {}), f"{site.root}/inventory.yml")
     for host in plan.hosts:
         remember_secrets(dict(host.vars), f"inventory host {host.name}")
+
     if plan.kubeconfig is not None:
         try:
             from pytest_dgxspark.data.yamlload import load_yaml
@@ -128,12 +129,24 @@ def pytest_dgxspark_results(config: pytest.Config, results: dict[str, Any]) -> N
     if isinstance(run.get("pytest_args"), list):
         run["pytest_args"] = redact_args(run["pytest_args"])
     clean, found = scrub_document(results, redaction.LOG.secrets())
+    clean = _redact_strings(clean)  # shapes and URL credentials in free text (notes, messages) too
     results.clear()
     results.update(clean)
     if found:
         leaks = [Leak("results.json", kind, source) for kind, source in found]
         _mark_incomplete(config, results, leaks, removed=False)
     results["redactions"], _ = scrub_document(redaction.LOG.entries(), redaction.LOG.secrets())
+
+
+def _redact_strings(doc: Any, where: str = "results.json") -> Any:
+    """doc with every string through the redaction layer (keys kept)."""
+    if isinstance(doc, dict):
+        return {k: _redact_strings(v, where) for k, v in doc.items()}
+    if isinstance(doc, list):
+        return [_redact_strings(v, where) for v in doc]
+    if isinstance(doc, str):
+        return redact_text(doc, where)
+    return doc
 
 
 def _mark_incomplete(config: pytest.Config, results: dict[str, Any], leaks: list[Leak], removed: bool) -> None:

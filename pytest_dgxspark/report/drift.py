@@ -1,12 +1,12 @@
 """Drift since a baseline run: rule statuses that regressed, recovered or became waived, and changed provenance."""
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pytest_dgxspark.report import facts
+from pytest_dgxspark.data.yamlload import load_json
 from pytest_dgxspark.report.manifest import ManifestError, check_manifest
 
 BROKEN = frozenset({"failed", "error", "blocked"})
@@ -44,14 +44,10 @@ def load_baseline(path: Path) -> Baseline:
         integrity = _integrity(path)
     elif not path.is_file():
         raise BaselineError(f"--dgxspark-baseline {path}: no such file or directory")
-    try:
-        results = json.loads(source.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BaselineError(f"--dgxspark-baseline {source}: cannot be read ({exc})") from exc
-    except json.JSONDecodeError as exc:
-        raise BaselineError(
-            f"--dgxspark-baseline {source}: not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
-        ) from exc
+    try:  # the one bounded loader: size and depth budgets, NaN refused
+        results = load_json(source)
+    except ValueError as exc:
+        raise BaselineError(f"--dgxspark-baseline {exc}") from None
     problems = _shape_problems(results)
     if problems:
         raise BaselineError(f"--dgxspark-baseline {source}: not a dgxspark results.json: {'; '.join(problems)}")

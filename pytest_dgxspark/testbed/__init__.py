@@ -6,8 +6,12 @@ inside, the testbed may read the site's files through `site/` and `data/`, and n
 
 from __future__ import annotations
 
+from pytest_dgxspark.testbed.leftovers import PREFIX as DIR_PREFIX
+from pytest_dgxspark.testbed.leftovers import LeftTestbed, claim, stop_left
 from pytest_dgxspark.testbed.orchestrator import Testbed, TestbedError
 from pytest_dgxspark.testbed.scenario import Scenario, ScenarioError
 from pytest_dgxspark.testbed.scenario import load as load_scenario
+from pytest_dgxspark.testbed.scenariocheck import bring_up_problems
 
-__all__ = ["Scenario", "ScenarioError", "Testbed", "TestbedError", "load_scenario"]
+__all__ = ["DIR_PREFIX", "LeftTestbed", "Scenario", "ScenarioError", "Testbed", "TestbedError", "bring_up_problems",
+           "claim", "load_scenario", "stop_left"]
