@@ -65,7 +65,8 @@ def test_a_site_file_symlinked_out_of_the_site_is_refused_and_its_content_never_
     vars_file = pytester.path / "sites" / "tirosh-home" / "rke2" / "vars.yml"
     vars_file.unlink()
     vars_file.symlink_to(outside)
-    text = usage_error(pytester.runpytest(*SITE_ARGS), f"*{vars_file} is a symlink out of *; refused*")
+    text = usage_error(pytester.runpytest(*SITE_ARGS), "site sites/tirosh-home: sites/tirosh-home/rke2/vars.yml is a symlink "
+                       "out of sites/tirosh-home; refused (copy the file into the folder)")
     assert "Planted-Shadow-Hash-7711" not in text
 
 
@@ -77,15 +78,22 @@ def test_a_yaml_error_never_quotes_the_line_it_met(pytester, suite):
     assert "Quoted-Secret-Planted-7712" not in text
 
 
-def test_a_become_password_of_the_wrong_type_is_named_never_shown(pytester, suite):
+def test_a_become_password_that_breaks_the_yaml_is_never_shown(pytester, suite):
     suite("host", TOUCH)
     inventory = pytester.path / "sites" / "tirosh-home" / "inventory.yml"
-    text = inventory.read_text().replace("ansible_user:", "ansible_become_password: [Become-Planted-7713]\n          ansible_user:", 1)
+    text = inventory.read_text().replace("ansible_user:", "ansible_become_password: 'Become-Planted-7713\n          ansible_user:", 1)
     inventory.write_text(text)
-    out = usage_error(pytester.runpytest(*SITE_ARGS),
-                      "*inventory.yml: all.children.*.ansible_become_password (its value is not shown: a secret) "
-                      "is not of type 'string'")
+    out = usage_error(pytester.runpytest(*SITE_ARGS), "*inventory.yml: while scanning a quoted scalar at line 8, column 36 found *")
     assert "Become-Planted-7713" not in out
+
+
+def test_a_secret_of_the_wrong_type_is_named_never_shown():
+    from pytest_dgxspark.site.model import _schema_problems
+
+    schema = {"type": "object", "properties": {"registry_password": {"type": "string"}, "name": {"type": "string"}}}
+    problems = _schema_problems({"registry_password": 771399, "name": 5}, schema, Path("vars.yml"))
+    assert problems == ["vars.yml: name: 5 is not of type 'string'",
+                        "vars.yml: registry_password (its value is not shown: a secret) is not of type 'string'"]
 
 
 def test_a_kubeconfig_without_the_management_context_is_a_usage_error(pytester, suite):
@@ -114,7 +122,7 @@ def test_an_alias_bomb_in_a_rke2_drop_in_is_refused_at_once():
 
 
 def test_a_values_content_bomb_is_named_and_never_expanded():
-    from pytest_dgxspark.kube.objects import helm_values
+    from pytest_dgxspark.site.model import helm_values
 
     chart = {"metadata": {"name": "gpu-operator", "namespace": "kube-system"},
              "spec": {"valuesContent": alias_bomb()}}

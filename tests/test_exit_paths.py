@@ -150,7 +150,7 @@ class _Api:
 
 
 def test_a_signal_that_meets_the_namespace_delete_leaves_it_for_the_teardown_to_delete():
-    from pytest_dgxspark.cudarun import CudaRun
+    from pytest_dgxspark.kube.cudarun import CudaRun
 
     cluster = _Api()
     run = CudaRun(cluster, "run-1", stale_after_s=30, wait_s=30)

@@ -12,6 +12,8 @@ from pytest_dgxspark.probes.system import IDENTITY_FILE as HOST_FILE
 # What a testbed says on every interface (docs/internals.md "Self-identification"); a real site never does.
 API_HEADER = "X-Dgxspark-Testbed"
 NODE_ANNOTATION = "testbed.dgxspark.io/scenario"
+# The organizational unit of the testbed's CA and serving certificate: not removable through the API.
+CERT_UNIT = "dgxspark-testbed"
 
 identity_key = pytest.StashKey["TargetIdentity"]()
 
@@ -83,6 +85,90 @@ def observe_nodes(config: pytest.Config, cluster: Any) -> None:
             of(config).add(f"Node {name}: annotation {NODE_ANNOTATION}: {scenario}")
 
 
+def certificate_unit(pem: bytes) -> str | None:
+    """The organizational unit of a PEM certificate's subject, or None (unreadable or none)."""
+    try:
+        from cryptography import x509
+        from cryptography.x509.oid import NameOID
+
+        cert = x509.load_pem_x509_certificate(pem)
+    except Exception:  # noqa: BLE001 - a certificate that does not parse is no sign either way
+        return None
+    units = cert.subject.get_attributes_for_oid(NameOID.ORGANIZATIONAL_UNIT_NAME)
+    return str(units[0].value) if units else None
+
+
+def kubeconfig_ca_sign(kubeconfig: Any, context: str) -> str | None:
+    """A sign when the CA the kubeconfig trusts for `context` is a testbed's (read from the file: no connection)."""
+    import base64
+    from pathlib import Path
+
+    from pytest_dgxspark.data.yamlload import load_yaml
+
+    try:
+        data = load_yaml(Path(kubeconfig)) or {}
+        ctx = next(c.get("context") or {} for c in data.get("contexts") or [] if c.get("name") == context)
+        cluster = next(c.get("cluster") or {} for c in data.get("clusters") or [] if c.get("name") == ctx.get("cluster"))
+        if cluster.get("certificate-authority-data"):
+            pem = base64.b64decode(cluster["certificate-authority-data"])
+        elif cluster.get("certificate-authority"):
+            pem = Path(cluster["certificate-authority"]).read_bytes()
+        else:
+            return None
+    except (OSError, ValueError, StopIteration, AttributeError, TypeError):
+        return None
+    if certificate_unit(pem) == CERT_UNIT:
+        return f"kubeconfig {kubeconfig} context {context!r}: its CA is a testbed's (OU={CERT_UNIT})"
+    return None
+
+
+def served_certificate_sign(server: str, context: str) -> str | None:
+    """A sign when the API at `server` serves a testbed's certificate (its TLS handshake alone; no request)."""
+    import ssl
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(server)
+    if parts.scheme != "https" or not parts.hostname:
+        return None
+    try:
+        pem = ssl.get_server_certificate((parts.hostname, parts.port or 443), timeout=5).encode()
+    except (OSError, ValueError):
+        return None
+    if certificate_unit(pem) == CERT_UNIT:
+        return f"Kubernetes API of context {context!r}: serves a testbed's certificate (OU={CERT_UNIT})"
+    return None
+
+
+def observe_certificates(config: pytest.Config, kubeconfig: Any, context: str | None, serve: bool = True) -> None:
+    """The kubeconfig's CA for the context, and the certificate its server presents (once per context)."""
+    if not kubeconfig or not context:
+        return
+    identity = of(config)
+    key = f"certificates:{context}:{serve}"
+    if key in identity._clusters_seen:
+        return
+    identity._clusters_seen.add(key)
+    sign = kubeconfig_ca_sign(kubeconfig, context)
+    if sign:
+        identity.add(sign)
+    if not serve:
+        return
+    try:
+        from pathlib import Path
+
+        from pytest_dgxspark.data.yamlload import load_yaml
+
+        data = load_yaml(Path(kubeconfig)) or {}
+        ctx = next(c.get("context") or {} for c in data.get("contexts") or [] if c.get("name") == context)
+        server = next((c.get("cluster") or {}).get("server") for c in data.get("clusters") or []
+                      if c.get("name") == ctx.get("cluster"))
+    except (OSError, ValueError, StopIteration, AttributeError, TypeError):
+        return
+    served = served_certificate_sign(str(server or ""), context)
+    if served:
+        identity.add(served)
+
+
 def signs(config: pytest.Config, connections: Any = None) -> list[str]:
     """Every sign of a testbed seen so far (Node annotations from the cache included)."""
     if connections is not None:
@@ -95,4 +181,8 @@ def simulation_signs(config: pytest.Config, targets: Any) -> list[str]:
     from pytest_dgxspark.targets.connections import connections_key
 
     given = [f"--testbed {targets.testbed_ref}"] if targets.simulated else []
-    return given + signs(config, config.stash.get(connections_key, None))
+    connections = config.stash.get(connections_key, None)
+    # the kubeconfig's CA from the file; the served certificate only when the run reached the API anyway
+    reached = connections is not None and connections.cluster_if_open() is not None
+    observe_certificates(config, getattr(targets, "kubeconfig", None), getattr(targets, "context", None), reached)
+    return given + signs(config, connections)

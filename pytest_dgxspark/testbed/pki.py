@@ -34,10 +34,17 @@ def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
     return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
 
 
-def _name(common_name: str, organization: str | None = None) -> x509.Name:
+# The testbed's mark in its CA and serving certificate (organizational unit): a sign the API user cannot remove (the
+# suite reads it from the kubeconfig's CA and from the certificate the API serves; judge/identity.py).
+TESTBED_UNIT = "dgxspark-testbed"
+
+
+def _name(common_name: str, organization: str | None = None, marked: bool = False) -> x509.Name:
     attrs = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
     if organization:
         attrs.append(x509.NameAttribute(NameOID.ORGANIZATION_NAME, organization))
+    if marked:
+        attrs.append(x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, TESTBED_UNIT))
     return x509.Name(attrs)
 
 
@@ -48,7 +55,7 @@ def _now() -> datetime.datetime:
 def make_ca(common_name: str) -> Pair:
     """A self-signed CA like RKE2's `rke2-server-ca@<epoch>`."""
     key = _key()
-    name = _name(common_name)
+    name = _name(common_name, marked=True)
     cert = (
         x509.CertificateBuilder()
         .subject_name(name)
@@ -89,7 +96,7 @@ def server_cert(ca: Pair, ips: list[str], dns: list[str]) -> Pair:
     """The API server's serving certificate, with the node IP(s) and names as SANs."""
     sans: list[x509.GeneralName] = [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips]
     sans += [x509.DNSName(name) for name in dns]
-    return _issue(ca, _name("kube-apiserver"), ExtendedKeyUsageOID.SERVER_AUTH, sans)
+    return _issue(ca, _name("kube-apiserver", marked=True), ExtendedKeyUsageOID.SERVER_AUTH, sans)
 
 
 def client_cert(ca: Pair, user: str, group: str) -> Pair:
