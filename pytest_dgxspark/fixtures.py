@@ -18,7 +18,10 @@ from pytest_dgxspark.judge import identity
 from pytest_dgxspark.judge.evidence import Evidence, for_item
 from pytest_dgxspark.judge.runstate import state_key
 from pytest_dgxspark.plan import (
-    DEFAULT_COMMAND_TIMEOUT_S, DEFAULT_CUDA_TIMEOUT_S, DEFAULT_DEADLINE_S, DEFAULT_SMI_TIMEOUT_S,
+    DEFAULT_COMMAND_TIMEOUT_S,
+    DEFAULT_CUDA_TIMEOUT_S,
+    DEFAULT_DEADLINE_S,
+    DEFAULT_SMI_TIMEOUT_S,
 )
 from pytest_dgxspark.probes import containerd, network, nvidia_driver, nvml, provenance, rke2
 from pytest_dgxspark.probes.gather import gather_host
@@ -276,10 +279,8 @@ def targets(pytestconfig: pytest.Config, request: pytest.FixtureRequest) -> Targ
     """The hosts and cluster under test; a testbed is started here (not before) and stopped at the end."""
     tgt = _state(pytestconfig).targets
     if tgt.simulated and tgt.testbed is None:
-        from pytest_dgxspark.testbed import Testbed
-
         from pytest_dgxspark.report.results import run_info
-        from pytest_dgxspark.testbed import DIR_PREFIX, claim
+        from pytest_dgxspark.testbed import DIR_PREFIX, Testbed, claim
 
         directory = Path(tempfile.mkdtemp(prefix=DIR_PREFIX))
         claim(directory, run_info(pytestconfig).id, str(tgt.testbed_ref))  # a later run stops it if this one is killed

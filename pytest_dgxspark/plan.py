@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 
 from pytest_dgxspark.catalog.rules import Catalog
+from pytest_dgxspark.data.pathguard import outside_links
+from pytest_dgxspark.data.redact import redact_text
 from pytest_dgxspark.report.results import report_dir_key
 from pytest_dgxspark.site.governance import ManualCheck, Waiver, load_manual_checks, load_waivers
 from pytest_dgxspark.site.kubeconfig import kubeconfig_problems
 from pytest_dgxspark.site.model import HostSpec, Site, SiteError, load_inventory, load_site
-from pytest_dgxspark.data.redact import redact_text
-from pytest_dgxspark.data.pathguard import outside_links
 
 plan_key = pytest.StashKey["RunPlan"]()
 DEFAULT_SITE = "sites/tirosh-home"

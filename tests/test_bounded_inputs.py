@@ -3,8 +3,6 @@ its folder, the kubeconfig's management context checked in the plan, bombs and d
 and usage errors that never echo a secret value."""
 from __future__ import annotations
 
-import json
-import os
 import time
 from pathlib import Path
 

@@ -29,11 +29,12 @@ def test_the_testbeds_ca_in_a_kubeconfig_is_a_sign_even_with_annotation_header_a
 
 
 def test_a_ca_without_the_mark_is_no_sign(tmp_path):
+    import datetime
+
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.x509.oid import NameOID
-    import datetime
 
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "rke2-server-ca@1700000000")])

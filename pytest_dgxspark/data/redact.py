@@ -7,7 +7,13 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from pytest_dgxspark.data.secretforms import (
-    QUERY_PAIR, URL, decoded_values, forms, redact_base64_runs, shaped_tokens, url_credentials,
+    QUERY_PAIR,
+    URL,
+    decoded_values,
+    forms,
+    redact_base64_runs,
+    shaped_tokens,
+    url_credentials,
 )
 
 REDACTED = "<redacted>"

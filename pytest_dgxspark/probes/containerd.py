@@ -8,9 +8,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from pytest_dgxspark.data.yamlload import loads
-
 from pytest_dgxspark.data.values import dig, version_tuple
+from pytest_dgxspark.data.yamlload import loads
 from pytest_dgxspark.probes import Command, Reading, Settings, quoted, split_cmdline
 
 KUBELET_CMDLINE = "pid=$(pgrep -o -x kubelet) && cat /proc/$pid/cmdline"

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from pytest_dgxspark.data.yamlload import loads_all, loads_json
-
 from pytest_dgxspark.data.values import as_bool
+from pytest_dgxspark.data.yamlload import loads_all, loads_json
 from pytest_dgxspark.probes import Command, Reading, Settings, quoted
 
 NAME = "network"

@@ -8,7 +8,6 @@ from functools import cached_property
 from typing import Any
 
 from pytest_dgxspark.data.yamlload import loads
-
 from pytest_dgxspark.probes import Command, Reading, Settings, split_cmdline
 
 NAME = "rke2"

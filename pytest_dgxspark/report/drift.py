@@ -5,8 +5,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_dgxspark.report import facts
 from pytest_dgxspark.data.yamlload import load_json
+from pytest_dgxspark.report import facts
 from pytest_dgxspark.report.manifest import ManifestError, check_manifest
 
 BROKEN = frozenset({"failed", "error", "blocked"})

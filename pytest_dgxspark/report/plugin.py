@@ -140,10 +140,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 def _bundle_failed(config: pytest.Config) -> None:
     """The run's exit status: INCOMPLETE (8), unless pytest's own (interrupted, internal or usage error) stands."""
+    from pytest_dgxspark.judge import exitpath
     from pytest_dgxspark.report.bundleguard import session_key
     from pytest_dgxspark.report.closing import exit_status
-
-    from pytest_dgxspark.judge import exitpath
 
     session = config.stash.get(session_key, None)
     if session is not None:

@@ -6,11 +6,10 @@ from typing import Any
 
 import pytest
 
-from pytest_dgxspark.data.yamlload import loads
-
 from pytest_dgxspark import not_applicable
 from pytest_dgxspark.checking import completed, require, unreadable
 from pytest_dgxspark.data.values import image_registry
+from pytest_dgxspark.data.yamlload import loads
 from pytest_dgxspark.probes import rke2
 from pytest_dgxspark.probes.rke2 import REGISTRIES_FILE as REGISTRIES_YAML
 

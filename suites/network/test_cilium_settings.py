@@ -8,8 +8,8 @@ import pytest
 
 from pytest_dgxspark.checking import require, unreadable
 from pytest_dgxspark.data.values import as_bool, dig
-from pytest_dgxspark.kube.objects import pod_summary
 from pytest_dgxspark.data.yamlload import loads
+from pytest_dgxspark.kube.objects import pod_summary
 
 
 def _cilium_config(cluster: Any) -> dict[str, Any] | None:

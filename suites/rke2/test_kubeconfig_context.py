@@ -7,9 +7,9 @@ from typing import Any
 from urllib.parse import urlparse
 
 import pytest
-from pytest_dgxspark.data.yamlload import load_yaml
 
 from pytest_dgxspark.checking import require, unreadable
+from pytest_dgxspark.data.yamlload import load_yaml
 
 
 def _is_loopback(host: str) -> bool:
