@@ -23,6 +23,7 @@ from pytest_dgxspark.judge.runstate import (
 from pytest_dgxspark.judge.scope import scope_of
 from pytest_dgxspark.judge.status import (
     BLOCKED_PREFIX,
+    Status,
     blocked_by_key,
     not_applicable_key,
 )
@@ -289,7 +290,7 @@ def _finish(config: pytest.Config, session: pytest.Session, state: RunState) -> 
          "interrupted (Ctrl-C) before this test ran")
     for item in state.items:
         if item.nodeid not in done:
-            state.records.append(TestRecord(item.nodeid, item_rule(item) or "", "error", 0.0, f"not run: {why}"))
+            state.records.append(TestRecord(item.nodeid, item_rule(item) or "", Status.ERROR, 0.0, f"not run: {why}"))
     tgt = state.targets
     simulated_by = identity.simulation_signs(config, tgt)  # SIMULATED comes from the target, whatever options said
     scope = scope_of(state.catalog, [item_rule(i) or "" for i in state.items],

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from pytest_dgxspark.catalog.rules import Catalog, reaching_owner
 from pytest_dgxspark.judge.records import TestRecord
-from pytest_dgxspark.judge.status import BLOCKED_PREFIX, BROKEN
+from pytest_dgxspark.judge.status import BLOCKED_PREFIX, BROKEN, Status
 
 
 def connectivity_rule(target: str, management_context: str | None = None) -> str | None:
@@ -37,12 +37,13 @@ def target_owners(
     ran = {r.rule for r in records}
     owners: dict[str, tuple[tuple[str, ...], str]] = {}
     for target, needs in (prerequisites or {}).items():
-        broken = tuple(sorted({rule for rule, host in needs for r in records if r.rule == rule and r.outcome == "failed"
+        broken = tuple(sorted({rule for rule, host in needs for r in records
+                               if r.rule == rule and r.outcome == Status.FAILED
                                and (host is None or r.nodeid.endswith(f"[{host}]"))}))
         if broken:
             owners[target] = (broken, "prerequisite")
     for rec in records:
-        if rec.outcome == "error" and rec.target and rec.target not in owners:
+        if rec.outcome == Status.ERROR and rec.target and rec.target not in owners:
             owner = connectivity_rule(rec.target, management_context)
             if owner is not None and rec.rule == owner:
                 owners[rec.target] = ((owner,), "connectivity")
@@ -50,7 +51,7 @@ def target_owners(
     # first error on a target is the target's connectivity finding: later errors on it are blocked by that one.
     for rec in records:
         owner = connectivity_rule(rec.target, management_context) if rec.target else None
-        if rec.outcome == "error" and rec.target and rec.target not in owners and owner is not None \
+        if rec.outcome == Status.ERROR and rec.target and rec.target not in owners and owner is not None \
                 and owner not in pending:
             owners[rec.target] = ((rec.rule,), "first" if owner in ran else "not-run")
     return owners
@@ -81,8 +82,8 @@ def attribute_unreachable(
     result = []
     for rec in records:
         owner, how = owners.get(rec.target or "", ((), ""))
-        if rec.outcome == "error" and owner and rec.rule not in owner:
-            rec = replace(rec, outcome="blocked", blocked_by=owner,
+        if rec.outcome == Status.ERROR and owner and rec.rule not in owner:
+            rec = replace(rec, outcome=Status.BLOCKED, blocked_by=owner,
                           message=blocked_message(owner, how, rec.target or "", rec.message, management_context))
         result.append(rec)
     return result
@@ -100,7 +101,7 @@ def symptom_causes(catalog: Catalog, rule_id: str, nodeid: str, records: Iterabl
         return ()
     failed_on: dict[str, set[str | None]] = {}
     for rec in records:
-        if rec.outcome == "failed":
+        if rec.outcome == Status.FAILED:
             failed_on.setdefault(rec.rule, set()).add(_host_of(rec.nodeid))
     host = _host_of(nodeid)
     return tuple(sorted(c for c in rule.symptom_of if c in failed_on
@@ -115,10 +116,11 @@ def attribute_symptoms(catalog: Catalog, records: list[TestRecord]) -> list[Test
     """A failure of a rule under a failed `symptom_of` rule (on the same host) is that rule's symptom: blocked."""
     result = []
     for rec in records:
-        if rec.outcome == "failed":
+        if rec.outcome == Status.FAILED:
             causes = symptom_causes(catalog, rec.rule, rec.nodeid, records)
             if causes:
-                rec = replace(rec, outcome="blocked", blocked_by=causes, message=symptom_message(causes, rec.message))
+                rec = replace(rec, outcome=Status.BLOCKED, blocked_by=causes,
+                              message=symptom_message(causes, rec.message))
         result.append(rec)
     return result
 
@@ -128,7 +130,7 @@ def breaks(records: Iterable[TestRecord], reaches: Iterable[str] | None) -> bool
     `api:...`; None: unknown) unobtainable or meaningless. A judged failure or an error without a target always does;
     an SSH fault of a host only for checks that reach that host (an API-side check of its Node is still judged)."""
     broken = [r for r in records if r.outcome in BROKEN]
-    if reaches is None or any(r.outcome == "failed" or not r.target for r in broken):
+    if reaches is None or any(r.outcome == Status.FAILED or not r.target for r in broken):
         return True
     wanted = set(reaches)
     return any(not r.target.startswith("ssh:") or r.target in wanted for r in broken if r.target)

@@ -10,14 +10,14 @@ from pytest_dgxspark.checking import UNREADABLE_FIX, UNREADABLE_FIX_KO
 from pytest_dgxspark.judge.attribution import attribute_symptoms, attribute_unreachable, breaks, connectivity_rule
 from pytest_dgxspark.judge.records import TargetFault, TestRecord
 from pytest_dgxspark.judge.scope import Scope
-from pytest_dgxspark.judge.status import BROKEN, rule_status
+from pytest_dgxspark.judge.status import BROKEN, Status, rule_status
 from pytest_dgxspark.site.governance import Waiver
 
 # How bad a status is, for folding a layer's rules into one layer status.
-_SEVERITY_ORDER = ("failed", "error", "blocked", "untested", "waived", "passed", "recorded", "not-applicable",
-                   "not-selected")
+_SEVERITY_ORDER = (Status.FAILED, Status.ERROR, Status.BLOCKED, Status.UNTESTED, Status.WAIVED, Status.PASSED,
+                   Status.RECORDED, Status.NOT_APPLICABLE, Status.NOT_SELECTED)
 # Statuses that leave a selected, required rule unproven.
-_DONE = frozenset({"passed", "waived", "not-applicable", "recorded", "not-selected"})
+_DONE = frozenset({Status.PASSED, Status.WAIVED, Status.NOT_APPLICABLE, Status.RECORDED, Status.NOT_SELECTED})
 
 @dataclass(frozen=True)
 class RootCause:
@@ -59,7 +59,7 @@ def _not_verifiable(catalog: Catalog, by_rule: Mapping[str, list[TestRecord]]) -
     `error` (not verifiable); its tests keep their own outcome (N/A), as the terminal and junit show them."""
     return {rid for rid, recs in by_rule.items()
             if rid in catalog.rules and catalog.rules[rid].kind == "required"
-            and rule_status(r.outcome for r in recs) == "not-applicable"}
+            and rule_status(r.outcome for r in recs) == Status.NOT_APPLICABLE}
 
 
 def blocking_rules(catalog: Catalog, rule_id: str, statuses: Mapping[str, str]) -> tuple[str, ...]:
@@ -93,26 +93,26 @@ def fold(
     for rec in records:
         by_rule.setdefault(rec.rule, []).append(rec)
     raw = {rid: rule_status(r.outcome for r in by_rule[rid]) for rid in catalog.rules}
-    raw.update({rid: "error" for rid in _not_verifiable(catalog, by_rule)})
+    raw.update({rid: Status.ERROR for rid in _not_verifiable(catalog, by_rule)})
     for rid, status in raw.items():
         rule = catalog.rules[rid]
-        if status == "untested" and not by_rule[rid]:
+        if status == Status.UNTESTED and not by_rule[rid]:
             if rid in (not_applicable or {}):
-                raw[rid] = "not-applicable"
+                raw[rid] = Status.NOT_APPLICABLE
             elif scope is not None and rid in scope.not_selected:
-                raw[rid] = "not-selected"
-        if raw[rid] == "passed" and rule.kind == "informational":
-            raw[rid] = "recorded"  # an informational rule reads and records; it never passes a requirement
+                raw[rid] = Status.NOT_SELECTED
+        if raw[rid] == Status.PASSED and rule.kind == "informational":
+            raw[rid] = Status.RECORDED  # an informational rule reads and records; it never passes a requirement
     blocked_by = {rid: tuple(sorted({b for r in by_rule[rid] for b in r.blocked_by})) for rid in catalog.rules}
     statuses = dict(raw)
     reasons: list[str] = []
     for rid, waiver in waivers.items():
-        if raw.get(rid) != "failed":
+        if raw.get(rid) != Status.FAILED:
             continue
         if waiver.expired(today):
             reasons.append(f"{rid}: waiver {waiver.ticket} expired on {waiver.expires.isoformat()}")
         else:
-            statuses[rid] = "waived"
+            statuses[rid] = Status.WAIVED
     first_broken = [
         r.id for r in catalog.ordered()
         if r.kind != "informational" and statuses[r.id] in BROKEN
@@ -128,7 +128,7 @@ def fold(
     layers = {}
     for layer in LAYERS:
         members = [statuses[r.id] for r in catalog.rules.values() if r.layer == layer]
-        layers[layer] = min(members, key=_SEVERITY_ORDER.index) if members else "not-applicable"
+        layers[layer] = min(members, key=_SEVERITY_ORDER.index) if members else Status.NOT_APPLICABLE
     # The lowest broken layer comes only from judged failures: a target the run could not read says nothing
     # about the layer it would have judged.
     lowest = min((d.layer for d in details if d.kind == "finding"), key=LAYERS.index, default=None)
@@ -155,11 +155,11 @@ def _detail(catalog: Catalog, rid: str, status: str, records: list[TestRecord],
     An unreachable target's layer is the layer of the rule that owns reaching it (the site's API: rke2, through
     kubeconfig-context; a host's SSH: host), not the layer of the check that happened to meet the fault first."""
     rule = catalog.rules[rid]
-    if status == "failed":
-        failed = next(r for r in records if r.outcome == "failed")
+    if status == Status.FAILED:
+        failed = next(r for r in records if r.outcome == Status.FAILED)
         fix, fix_ko = failed.fix or (rule.remediation, rule.remediation_ko)  # the finding's own fix, when it named one
         return RootCause(rid, "finding", rule.layer, failed.message, fix, fix_ko)
-    errored = [r for r in records if r.outcome == "error"]
+    errored = [r for r in records if r.outcome == Status.ERROR]
     reached = next((r for r in errored if r.fault is not None and r.fault.target
                     and r.fault.cause not in UNJUDGED_KINDS), None)
     fault: TargetFault | None
@@ -170,8 +170,8 @@ def _detail(catalog: Catalog, rid: str, status: str, records: list[TestRecord],
         return RootCause(rid, "unreachable", layer, fault.message,
                          fault.fix or "Make the target reachable and rerun.",
                          fault.fix_ko or "대상에 접속할 수 있게 한 뒤 다시 실행한다.", fault.target, fault.cause)
-    if not errored and any(r.outcome == "not-applicable" for r in records):  # every test of a required rule N/A
-        reason = next(r.message for r in records if r.outcome == "not-applicable")
+    if not errored and any(r.outcome == Status.NOT_APPLICABLE for r in records):  # every test of a required rule N/A
+        reason = next(r.message for r in records if r.outcome == Status.NOT_APPLICABLE)
         return RootCause(rid, "not-verifiable", rule.layer, f"not verifiable: {reason} (the ADR requires this rule; it "
                          "cannot be not applicable)", NOT_VERIFIABLE_FIX, NOT_VERIFIABLE_FIX_KO, None, "not-verifiable")
     first = next((r for r in errored if r.fault is not None), errored[0] if errored else None)
@@ -189,12 +189,12 @@ def _detail(catalog: Catalog, rid: str, status: str, records: list[TestRecord],
 
 
 def records_skipped(by_rule: Mapping[str, list[TestRecord]]) -> list[str]:
-    return [r.nodeid for recs in by_rule.values() for r in recs if r.outcome == "skipped"]
+    return [r.nodeid for recs in by_rule.values() for r in recs if r.outcome == Status.SKIPPED]
 
 
 def _verdict(catalog, statuses, reasons, handover, simulated, skipped, unattested, scope) -> str:
     considered = [r for r in catalog.rules.values() if r.kind != "informational"]
-    failed = [r.id for r in considered if statuses[r.id] == "failed"]
+    failed = [r.id for r in considered if statuses[r.id] == Status.FAILED]
     if failed:
         reasons.insert(0, "failed: " + ", ".join(failed))
         return "REJECTED"

@@ -11,6 +11,7 @@ from pytest_dgxspark.catalog.rules import Catalog, rule_of
 from pytest_dgxspark.checking import TargetError
 from pytest_dgxspark.judge.records import TargetFault, TestRecord
 from pytest_dgxspark.judge.status import (
+    Status,
     blocked_by_key,
     blocked_reason_key,
     finding_fix_key,
@@ -130,36 +131,36 @@ def record_from_reports(item: pytest.Item, phases: dict[str, Any]) -> TestRecord
     duration = sum(r.duration for r in phases.values())
     setup, call, teardown = phases.get("setup"), phases.get("call"), phases.get("teardown")
     blocked: tuple[str, ...] = ()
-    outcome, message, fault = "passed", "", None
+    outcome, message, fault = Status.PASSED, "", None
     for report in (setup, call):
         if report is None:
             continue
         if report.skipped:
             if blocked_by_key in item.stash:
                 blocked = item.stash[blocked_by_key]
-                outcome, message = "blocked", item.stash.get(blocked_reason_key, f"blocked by {', '.join(blocked)}")
+                outcome, message = Status.BLOCKED, item.stash.get(blocked_reason_key, f"blocked by {', '.join(blocked)}")
             elif not_applicable_key in item.stash:
-                outcome, message = "not-applicable", item.stash[not_applicable_key]
+                outcome, message = Status.NOT_APPLICABLE, item.stash[not_applicable_key]
             else:
-                outcome, message = "skipped", _skip_reason(report)
+                outcome, message = Status.SKIPPED, _skip_reason(report)
             break
         if report.failed:
             fault = item.stash.get(target_fault_key, None)
             judged = getattr(report, "dgxspark_judged", False)
-            outcome = "error" if (report.when == "setup" and not judged) or fault is not None else "failed"
+            outcome = Status.ERROR if (report.when == "setup" and not judged) or fault is not None else Status.FAILED
             message = fault.message if fault is not None else failure_message(report)
             break
     else:
         if call is None:
-            outcome, message = "error", "the test did not run"
-    if outcome == "passed" and teardown is not None and teardown.failed:
+            outcome, message = Status.ERROR, "the test did not run"
+    if outcome == Status.PASSED and teardown is not None and teardown.failed:
         fault = item.stash.get(target_fault_key, None)
-        outcome = "error"
+        outcome = Status.ERROR
         message = "teardown: " + (fault.message if fault is not None else failure_message(teardown))
     from pytest_dgxspark.judge.evidence import redact_text
 
     message = redact_text(message)
-    own_fix = item.stash.get(finding_fix_key, None) if outcome == "failed" else None
+    own_fix = item.stash.get(finding_fix_key, None) if outcome == Status.FAILED else None
     return TestRecord(item.nodeid, rule, outcome, duration, message, blocked, fault.target if fault else None, fault,
                       own_fix)
 

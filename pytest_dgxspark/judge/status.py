@@ -25,6 +25,7 @@ class Status(str, Enum):
     WAIVED = "waived"
     UNTESTED = "untested"
     RECORDED = "recorded"
+    NOT_SELECTED = "not-selected"  # a rule the run's -m/-k left out (its scope)
 
     def __str__(self) -> str:
         return self.value
@@ -44,11 +45,11 @@ finding_fix_key = pytest.StashKey[tuple[str, str]]()  # a finding's own fix (Eng
 def rule_status(outcomes: Iterable[str]) -> str:
     """One rule's status from its tests' outcomes (no tests: untested)."""
     seen = set(outcomes)
-    for status in ("failed", "error", "blocked"):
+    for status in (Status.FAILED, Status.ERROR, Status.BLOCKED):
         if status in seen:
             return status
-    if "passed" in seen:
-        return "untested" if "skipped" in seen else "passed"
-    if seen and seen <= {"not-applicable"}:
-        return "not-applicable"
-    return "untested"
+    if Status.PASSED in seen:
+        return Status.UNTESTED if Status.SKIPPED in seen else Status.PASSED
+    if seen and seen <= {Status.NOT_APPLICABLE}:
+        return Status.NOT_APPLICABLE
+    return Status.UNTESTED

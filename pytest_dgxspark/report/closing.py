@@ -6,6 +6,8 @@ from typing import Any
 
 import pytest
 
+from pytest_dgxspark.judge.status import Status
+
 # The exit status follows the verdict (README "Exit status"); pytest's own codes stay for what pytest decides.
 EXIT_ACCEPTED = 0
 EXIT_REJECTED = 1
@@ -13,8 +15,8 @@ EXIT_INCOMPLETE = 8  # unused by pytest (0-5, and 6 for --max-warnings since pyt
 _VERDICT_EXIT = {"ACCEPTED": EXIT_ACCEPTED, "REJECTED": EXIT_REJECTED, "INCOMPLETE": EXIT_INCOMPLETE}
 _PYTEST_KEEPS = (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR, pytest.ExitCode.USAGE_ERROR,
                  *(code for code in pytest.ExitCode if code.name == "MAX_WARNINGS_ERROR"))
-_STATUS_ORDER = ("failed", "error", "blocked", "untested", "waived", "passed", "recorded", "not-applicable",
-                 "not-selected")
+_STATUS_ORDER = (Status.FAILED, Status.ERROR, Status.BLOCKED, Status.UNTESTED, Status.WAIVED, Status.PASSED,
+                 Status.RECORDED, Status.NOT_APPLICABLE, Status.NOT_SELECTED)
 
 
 def exit_status(verdict: str, pytest_status: int) -> int:
