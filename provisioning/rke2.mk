@@ -1,7 +1,7 @@
 # RKE2 provisioning targets (ADR 0001 §10, ADR 0002 §5-1, §5-4, §8). Included by the top-level Makefile:
 #   make rke2/server/install SITE=tirosh-home
 # Order at a site: rke2/server/install -> rke2/agent/install -> rke2/kubeconfig -> rke2/gpu/operator/apply CONFIRM=yes
-#                  -> rke2/argocd/register. The install targets never deploy the GPU Operator.
+#                  -> rke2/argocd/register -> rke2/suite/rbac. The install targets never deploy the GPU Operator.
 
 SITE ?= tirosh-home
 VENV ?= .venv
@@ -15,6 +15,9 @@ KUBECONFIG_OUT ?= $(HOME)/.kube/config
 # An OpenSSH client config for Ansible and the suite's preflight (bastions, keys, known_hosts), e.g.
 # SSH_CONFIG=~/.ssh/config.d/site; without it, ssh reads ~/.ssh/config as usual.
 SSH_CONFIG ?=
+# The suite's own kubeconfig that rke2/suite/rbac writes (its least-privilege identity; hand it to the suite with
+# --dgxspark-kubeconfig).
+SUITE_KUBECONFIG ?= $(HOME)/.kube/dgxspark-suite.config
 # rke2/gpu/operator/apply runs only with CONFIRM=yes (ADR 0002 §5-4: RKE2 and containerd may restart).
 CONFIRM ?=
 # Extra ansible-playbook arguments, e.g. ANSIBLE_ARGS="--limit gpu-01 -vv".
@@ -29,7 +32,7 @@ RKE2_ANSIBLE = ANSIBLE_CONFIG=$(RKE2_PROVISIONING)/ansible.cfg \
 	$(if $(SSH_CONFIG),-e gpu_operator_preflight_ssh_config=$(abspath $(SSH_CONFIG))) $(ANSIBLE_ARGS)
 
 .PHONY: rke2/site-exists rke2/server/install rke2/agent/install rke2/status rke2/kubeconfig \
-	rke2/gpu/operator/apply rke2/argocd/register rke2/check
+	rke2/gpu/operator/apply rke2/argocd/register rke2/suite/rbac rke2/check
 
 rke2/site-exists: ## fail unless the site's inventory and rke2/vars.yml exist
 	@test -f $(abspath $(INVENTORY)) -a -f $(RKE2_SITE_DIR)/rke2/vars.yml || \
@@ -52,6 +55,9 @@ rke2/gpu/operator/apply: rke2/site-exists ## preflight (host, rke2, runtime laye
 
 rke2/argocd/register: rke2/site-exists ## register the cluster in Argo CD on the management context argocd_context
 	$(RKE2_ANSIBLE) $(RKE2_PLAYBOOKS)/rke2-argocd-register.yml
+
+rke2/suite/rbac: rke2/site-exists ## the suite's least-privilege identity; writes SUITE_KUBECONFIG and prints its user
+	$(RKE2_ANSIBLE) -e suite_kubeconfig_out=$(abspath $(SUITE_KUBECONFIG)) $(RKE2_PLAYBOOKS)/rke2-suite-rbac.yml
 
 rke2/check: rke2/site-exists ## syntax-check every playbook, then --check --diff of the server install (writes nothing)
 	$(RKE2_ANSIBLE) --syntax-check $(wildcard $(RKE2_PLAYBOOKS)/*.yml)

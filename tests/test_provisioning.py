@@ -1047,3 +1047,56 @@ def test_argocd_register_adds_the_cluster_secret_and_a_second_run_changes_nothin
     second.assert_ok()
     assert second.changed("gpu-01") == 0, second.output[-3000:]
     assert _suite_rules(rehearsal, tmp_path / "after", "suites/gitops")["ADR-0001.argocd-registered"] == "passed"
+
+
+SUITE_USER = "system:serviceaccount:kube-system:dgxspark-suite"
+
+
+def test_suite_rbac_gives_the_suite_its_own_identity_and_a_kubeconfig_it_runs_with(rehearsal: SiteRehearsal,
+                                                                                    tmp_path: Path) -> None:
+    from kubernetes import client, config as kubeconfig
+
+    rehearsal.make("rke2/kubeconfig").assert_ok()
+    suite_config = rehearsal.directory / "home" / "dgxspark-suite.config"
+    first = rehearsal.make("rke2/suite/rbac", f"SUITE_KUBECONFIG={suite_config}")
+    first.assert_ok()
+    text = " ".join(first.output.split())
+    assert f"user to hand the suite: {SUITE_USER}" in text and f"kubeconfig: {suite_config}" in text, text[-3000:]
+    assert stat.S_IMODE(suite_config.stat().st_mode) == 0o600
+    written = yaml.safe_load(suite_config.read_text())
+    assert [c["name"] for c in written["contexts"]] == ["tirosh-home/rke2/gpu", "tirosh-home/k3s/argocd"]
+    assert [u["name"] for u in written["users"]] == ["dgxspark-suite@tirosh-home/rke2/gpu",
+                                                     "dgxspark-suite@tirosh-home/k3s/argocd"]
+    tokens = [u["user"]["token"] for u in written["users"]]
+    assert all(set(u["user"]) == {"token"} for u in written["users"]) and all(tokens)  # no operator key copied
+    assert not any(token in first.output for token in tokens)
+    # what the API holds is the shipped template: the read role, the CUDA sample's writes, the admission policy
+    admin = kubeconfig.new_client_from_config(str(rehearsal.kubeconfig_out), context="tirosh-home/rke2/gpu")
+    rbac = client.RbacAuthorizationV1Api(admin)
+    writes = rbac.read_cluster_role("dgxspark-suite-cuda-sample")
+    assert sorted((tuple(r.api_groups), tuple(r.resources), tuple(r.verbs)) for r in writes.rules) == [
+        (("",), ("namespaces",), ("create", "delete")), (("",), ("pods",), ("create",)),
+        (("coordination.k8s.io",), ("leases",), ("create", "patch"))]
+    binding = rbac.read_cluster_role_binding("dgxspark-suite-read")
+    assert [(s.kind, s.namespace, s.name) for s in binding.subjects] == [("ServiceAccount", "kube-system", "dgxspark-suite")]
+    policy = client.AdmissionregistrationV1Api(admin).read_validating_admission_policy("dgxspark-suite-own-namespaces")
+    assert policy.spec.match_conditions[0].expression == f"request.userInfo.username == '{SUITE_USER}'"
+    mgmt = kubeconfig.new_client_from_config(str(rehearsal.kubeconfig_out), context="tirosh-home/k3s/argocd")
+    role = client.RbacAuthorizationV1Api(mgmt).read_namespaced_role("dgxspark-suite-read-argocd-clusters", "argocd")
+    assert [(r.resources, r.verbs) for r in role.rules] == [(["secrets"], ["list"])]
+    # the suite runs as that identity: every request of its run is the ServiceAccount's
+    log = rehearsal.directory / "requests.jsonl"
+    before = len(log.read_text().splitlines())
+    proc = subprocess.run([sys.executable, "-m", "pytest", "suites/rke2", "suites/gitops", "--site", str(SITE),
+                           "--report-dir", str(tmp_path / "r"), "--dgxspark-kubeconfig", str(suite_config),
+                           "--dgxspark-inventory", str(rehearsal.directory / "inventory.yml"),
+                           "--dgxspark-ssh-config", str(rehearsal.directory / "ssh_config"), "-p", "no:cacheprovider", "-q"],
+                          cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
+    statuses = {r["id"]: r["status"] for r in json.loads((tmp_path / "r" / "latest" / "results.json").read_text())["rules"]}
+    assert statuses["ADR-0001.kubeconfig-context"] == statuses["ADR-0001.node-ready"] == "passed", proc.stdout[-3000:]
+    run = [json.loads(line) for line in log.read_text().splitlines()[before:]]
+    assert {r["cluster"] for r in run} == {"workload", "management"}
+    assert {r.get("user") for r in run} == {SUITE_USER}
+    second = rehearsal.make("rke2/suite/rbac", f"SUITE_KUBECONFIG={suite_config}")
+    second.assert_ok()
+    assert second.changed("gpu-01") == 1, second.output[-3000:]  # only the kubeconfig, with fresh tokens

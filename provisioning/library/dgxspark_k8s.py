@@ -22,10 +22,13 @@ description:
     I(field_manager)); in check mode a server dry run (dryRun=All), changed when the result differs.
   - C(wait_job) waits for a Job whose uid differs from I(previous_uid) (the Job of this apply) to succeed;
     it fails as soon as the Job records a failed pod, with the tail of that pod's log.
+  - C(token) requests a bound token of ServiceAccount I(name) in I(namespace) (TokenRequest, I(expiration)
+    seconds) and returns it as C(token) with C(expires); never changed, and skipped in check mode.
 options:
   kubeconfig: {type: path, required: true, description: Controller kubeconfig.}
   context: {type: str, required: true, description: Its context.}
-  action: {type: str, required: true, choices: [get, apply, wait_job], description: What to do.}
+  action: {type: str, required: true, choices: [get, apply, wait_job, token], description: What to do.}
+  expiration: {type: int, default: 3600, description: Seconds the token of C(token) lives (at least 600).}
   definition: {type: dict, description: The object to apply.}
   api_version: {type: str, description: apiVersion of the object to get or wait for.}
   kind: {type: str, description: Its kind.}
@@ -45,6 +48,10 @@ KINDS: dict[tuple[str, str], tuple[str, bool]] = {
     ("v1", "Namespace"): ("namespaces", False), ("v1", "Node"): ("nodes", False), ("v1", "Pod"): ("pods", True),
     ("rbac.authorization.k8s.io/v1", "ClusterRole"): ("clusterroles", False),
     ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): ("clusterrolebindings", False),
+    ("rbac.authorization.k8s.io/v1", "Role"): ("roles", True),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"): ("rolebindings", True),
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"): ("validatingadmissionpolicies", False),
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"): ("validatingadmissionpolicybindings", False),
     ("batch/v1", "Job"): ("jobs", True), ("helm.cattle.io/v1", "HelmChart"): ("helmcharts", True),
 }
 _VOLATILE = ("managedFields", "resourceVersion", "generation", "creationTimestamp", "uid")
@@ -196,11 +203,23 @@ def wait_job(client: Client, p: dict[str, Any]) -> dict[str, Any]:
         time.sleep(p["poll"])
 
 
+def request_token(client: Client, p: dict[str, Any]) -> dict[str, Any]:
+    """A bound ServiceAccount token (TokenRequest): {token, expires}."""
+    path = _path("v1", "ServiceAccount", p["name"], p["namespace"]) + "/token"
+    answer = client.call("POST", path, body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                                             "spec": {"expirationSeconds": p["expiration"]}})
+    status = answer.get("status") or {}
+    if not status.get("token"):
+        raise RuntimeError(f"TokenRequest for serviceaccount {p['namespace']}/{p['name']} answered without a token")
+    return {"token": status["token"], "expires": status.get("expirationTimestamp")}
+
+
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
             "kubeconfig": {"type": "path", "required": True}, "context": {"type": "str", "required": True},
-            "action": {"type": "str", "required": True, "choices": ["get", "apply", "wait_job"]},
+            "action": {"type": "str", "required": True, "choices": ["get", "apply", "wait_job", "token"]},
+            "expiration": {"type": "int", "default": 3600},
             "definition": {"type": "dict"}, "api_version": {"type": "str"}, "kind": {"type": "str"},
             "name": {"type": "str"}, "namespace": {"type": "str"},
             "field_manager": {"type": "str", "default": "dgxspark-provisioning"},
@@ -209,7 +228,7 @@ def main() -> None:
             "request_timeout": {"type": "int", "default": 20},
         },
         required_if=[("action", "apply", ["definition"]), ("action", "get", ["api_version", "kind", "name"]),
-                     ("action", "wait_job", ["name", "namespace"])],
+                     ("action", "wait_job", ["name", "namespace"]), ("action", "token", ["name", "namespace"])],
         supports_check_mode=True,
     )
     p = module.params
@@ -221,6 +240,11 @@ def main() -> None:
         if p["action"] == "apply":
             changed, obj = apply(client, p["definition"], p["field_manager"], module.check_mode)
             module.exit_json(changed=changed, object=_summary(obj))
+        if p["action"] == "token":
+            if module.check_mode:
+                module.exit_json(changed=False, skipped=True, msg="check mode: no token requested")
+            minted = request_token(client, p)
+            module.exit_json(changed=False, token=minted["token"], expires=minted["expires"])
         job = wait_job(client, p)
         module.exit_json(changed=False, object=_summary(job), state="succeeded")
     except (ApiFailure, RuntimeError, ValueError, OSError) as exc:

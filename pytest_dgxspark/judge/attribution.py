@@ -9,6 +9,9 @@ from pytest_dgxspark.catalog.rules import Catalog, reaching_owner
 from pytest_dgxspark.judge.records import TestRecord
 from pytest_dgxspark.judge.status import BLOCKED_PREFIX, BROKEN, Status
 
+# Faults that are the target's answer, not a failure to reach it (a 403: RBAC denies this identity one request).
+ANSWERED_KINDS = frozenset({"forbidden"})
+
 
 def connectivity_rule(target: str, management_context: str | None = None) -> str | None:
     """The rule that owns reaching `target`; None for targets no rule owns (e.g. the Argo CD cluster's API)."""
@@ -32,7 +35,8 @@ def target_owners(
     `pending`: rules with tests still to run; a target whose connectivity rule is pending gets no `first` owner yet
     (that rule may still report the fault itself).
     """
-    records = list(records)
+    # A 403 is an answer: the API was reached, this identity may not do one thing there. It owns no target.
+    records = [r for r in records if not (r.fault is not None and r.fault.cause in ANSWERED_KINDS)]
     pending = set(pending)
     ran = {r.rule for r in records}
     owners: dict[str, tuple[tuple[str, ...], str]] = {}

@@ -139,7 +139,8 @@ def fold(
 
 
 # Errors that kept a rule from being judged, with nothing unreachable behind them: never a root cause.
-UNJUDGED_KINDS = frozenset({"unreadable", "not-verifiable"})
+# A 403 ("forbidden") is one of them: the run's identity may not read something, which says nothing about the site.
+UNJUDGED_KINDS = frozenset({"unreadable", "not-verifiable", "forbidden"})
 # Root causes: judged failures, and targets the run could not reach (their connectivity cause and its own fix).
 ROOT_CAUSE_KINDS = frozenset({"finding", "unreachable"})
 NOT_VERIFIABLE_FIX = ("The ADR requires this rule: give the run what it needs to check it (the message says what is "

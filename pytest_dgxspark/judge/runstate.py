@@ -76,9 +76,9 @@ def pending_rules(state: RunState) -> set[str]:
 def owner_of_fault(state: RunState, item: pytest.Item, fault: TargetFault) -> tuple[tuple[str, ...], str] | None:
     """(rules, blocked message) when `fault`'s target is already accounted for by another rule (attribution.target_owners
     over the records so far), else None: this test's error is then the target's own report."""
-    from pytest_dgxspark.judge.attribution import blocked_message, target_owners
+    from pytest_dgxspark.judge.attribution import ANSWERED_KINDS, blocked_message, target_owners
 
-    if not fault.target:
+    if not fault.target or fault.cause in ANSWERED_KINDS:  # a 403 is this check's own error, never another's
         return None
     tgt = state.targets
     owners = target_owners(state.records, tgt.management_context, tgt.prerequisites(), pending_rules(state))
@@ -202,13 +202,13 @@ def transport_fault(item: pytest.Item, error: BaseException, context: str) -> Ta
     """
     if isinstance(error, TargetError):
         return TargetFault.of(error)
-    from pytest_dgxspark.targets.causes import api_cause, is_transport_error
+    from pytest_dgxspark.targets.causes import api_cause, is_transport_error, observed_status
 
     if not is_transport_error(error):
         return None
     cause = api_cause(error)
     status = getattr(error, "status", None)
-    observed = f"HTTP {status} {getattr(error, 'reason', '')}".strip() if status else f"{type(error).__name__}: {error}"
+    observed = observed_status(error) if status else f"{type(error).__name__}: {error}"
     observed = observed if len(observed) <= 300 else observed[:297] + "..."
     return TargetFault(f"api:{context}", f"Kubernetes API of context {context!r}: cannot read: {cause.meaning} "
                                           f"({observed})", cause.kind, cause.fix, cause.fix_ko)

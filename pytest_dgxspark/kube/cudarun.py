@@ -81,6 +81,14 @@ def _parse_time(value: Any) -> float | None:
         return None
 
 
+def _forbidden(error: BaseException) -> str | None:
+    """'HTTP 403 Forbidden' when `error` is a 403 (a raw ApiException, or the cluster's error whose cause is
+    `forbidden`), else None."""
+    if isinstance(error, ApiException):
+        return f"HTTP 403 {error.reason}" if error.status == 403 else None
+    return "HTTP 403 Forbidden" if getattr(getattr(error, "cause", None), "kind", None) == "forbidden" else None
+
+
 def _lease_alive(lease: Any, now: float) -> bool:
     """A Lease renewed within its duration (times and durations as the API gives them)."""
     spec = getattr(lease, "spec", None) or (lease.get("spec") if isinstance(lease, dict) else None)
@@ -135,11 +143,11 @@ class CudaRun:
         try:
             self.sweep()
             self.wait_for_other_runs()
-        except ApiException as error:
-            if error.status != 403:
+        except (ApiException, TargetError) as error:
+            if _forbidden(error) is None:
                 raise
             # a user that may run the sample but not list namespaces or read Leases: said, not judged
-            self.leftovers.append(Leftover("(all)", "", "", f"not checked: HTTP 403 {error.reason} listing "
+            self.leftovers.append(Leftover("(all)", "", "", f"not checked: {_forbidden(error)} listing "
                                            "namespaces or reading Leases; concurrent runs are not detected"))
 
     def _lease_body(self, now: float) -> dict[str, Any]:
@@ -153,12 +161,12 @@ class CudaRun:
         try:
             self.cluster.call(self.coordination.create_namespaced_lease, self.name, self._lease_body(time.time()),
                               _request_timeout=REQUEST_TIMEOUT)
-        except ApiException as error:
-            if error.status == 403:
-                self.leftovers.append(Leftover(self.name, self.run_id, "", f"this run's: no Lease (HTTP 403 "
-                                               f"{error.reason}); other runs remove it only after the CUDA timeout"))
+        except (ApiException, TargetError) as error:
+            if _forbidden(error) is not None:
+                self.leftovers.append(Leftover(self.name, self.run_id, "", f"this run's: no Lease ({_forbidden(error)}"
+                                               "); other runs remove it only after the CUDA timeout"))
                 return False
-            if error.status != 409:
+            if getattr(error, "status", None) != 409:
                 raise
         return True
 
@@ -248,6 +256,10 @@ class CudaRun:
             except ApiException as error:
                 state = "removed: already gone" if error.status == 404 else \
                     f"removal failed: HTTP {error.status} {error.reason} ({why})"
+            except TargetError as error:  # a 403: this identity may not delete it (said; the run goes on)
+                if _forbidden(error) is None:
+                    raise
+                state = f"removal failed: {_forbidden(error)} ({why})"
             self.leftovers.append(Leftover(md.name, run_id, created, state))
 
     def live_others(self) -> list[str]:

@@ -5,6 +5,7 @@ A cause is never a finding about the site: it says the run could not observe, an
 
 from __future__ import annotations
 
+import json
 import re
 import socket
 import ssl
@@ -82,10 +83,12 @@ API_CAUSES: dict[str, Cause] = {c.kind: c for c in (
           "never disable TLS verification.",
           "kubeconfig를 다시 받아(make rke2/kubeconfig) certificate-authority-data를 클러스터 CA로 맞춘다. "
           "TLS 검증을 끄지 않는다."),
-    Cause("credentials-rejected", "the API rejected the kubeconfig's credentials (HTTP 401) or denied them (HTTP 403)",
-          "Fetch fresh credentials with make rke2/kubeconfig; a 403 means the user lacks read access (give it a "
-          "cluster-wide read role).",
-          "make rke2/kubeconfig로 자격 증명을 새로 받는다. 403이면 사용자에게 클러스터 읽기 권한이 없으니 읽기 역할을 준다."),
+    Cause("credentials-rejected", "the API rejected the kubeconfig's credentials (HTTP 401 Unauthorized)",
+          "Fetch fresh credentials with make rke2/kubeconfig (or a fresh suite token with make rke2/suite/rbac).",
+          "make rke2/kubeconfig로 자격 증명을 새로 받는다(스위트 토큰은 make rke2/suite/rbac로 새로 받는다)."),
+    Cause("forbidden", "the API refused the request",
+          "Read the server's reason in the message and rerun once the request is allowed.",
+          "메시지의 서버 사유를 읽고 요청이 허용되면 다시 실행한다."),
     Cause("server-error", "the API answered with server errors after bounded retries",
           "Read the kube-apiserver and etcd logs on the server node (/var/log/pods/kube-system_kube-apiserver-*).",
           "서버 노드의 kube-apiserver와 etcd 로그(/var/log/pods/kube-system_kube-apiserver-*)를 확인한다."),
@@ -135,8 +138,10 @@ def api_cause(error: BaseException) -> Cause:
     """The cause of a failed API request, from the exception the client raised."""
     status = getattr(error, "status", None)
     if isinstance(status, int) and status:
-        if status in (401, 403):
+        if status == 401:
             return API_CAUSES["credentials-rejected"]
+        if status == 403:
+            return forbidden_cause(error)
         if status == 429:
             return API_CAUSES["throttled"]
         return API_CAUSES["server-error"]
@@ -159,6 +164,82 @@ def api_cause(error: BaseException) -> Cause:
     if any(isinstance(e, OSError) and "No route to host" in str(e) for e in chain):
         return API_CAUSES["unreachable"]
     return API_CAUSES["dropped"]
+
+
+# kube-apiserver's words for an authorization denial (endpoints/handlers/responsewriters/errors.go forbiddenMessage)
+_DENIED = re.compile(r'User "(?P<user>[^"]*)" cannot (?P<verb>[a-z]+) (?:resource "(?P<resource>[^"]+)" in API group '
+                     r'"(?P<group>[^"]*)"(?: in the namespace "(?P<namespace>[^"]*)"| at the cluster scope)|'
+                     r'path "(?P<path>[^"]+)")')
+
+
+@dataclass(frozen=True)
+class Denied:
+    """What RBAC denied: the user, the verb and the resource (or non-resource path), where (namespace or cluster)."""
+
+    user: str
+    verb: str
+    resource: str | None
+    group: str
+    namespace: str | None
+    path: str | None = None
+
+    @property
+    def what(self) -> str:
+        """'list pods (API group "") at the cluster scope' / 'get path /version'."""
+        if self.path is not None:
+            return f"{self.verb} path {self.path}"
+        where = f'in namespace "{self.namespace}"' if self.namespace else "at the cluster scope"
+        return f'{self.verb} {self.resource} (API group "{self.group}") {where}'
+
+
+def status_message(error: BaseException) -> str:
+    """The `message` of the metav1.Status an API error carried ('' without one)."""
+    body = getattr(error, "body", None)
+    if isinstance(body, bytes):
+        body = body.decode("utf-8", errors="replace")
+    try:
+        document = json.loads(body) if body else {}
+    except ValueError:
+        return ""
+    return str(document.get("message") or "") if isinstance(document, dict) else ""
+
+
+def observed_status(error: BaseException) -> str:
+    """'HTTP 403 Forbidden: <the Status message>' (the server's own words, for a message), 'HTTP 500 ...' otherwise."""
+    status = getattr(error, "status", None)
+    text = f"HTTP {status} {getattr(error, 'reason', '') or ''}".strip()
+    message = status_message(error) if status == 403 else ""
+    return f"{text}: {message}" if message else text
+
+
+def denied(error: BaseException) -> Denied | None:
+    """The RBAC denial a 403's Status names, or None (a 403 from admission, or without a Status body)."""
+    found = _DENIED.search(status_message(error))
+    if found is None:
+        return None
+    return Denied(found["user"], found["verb"], found["resource"], found["group"] or "", found["namespace"],
+                  found["path"])
+
+
+def forbidden_cause(error: BaseException) -> Cause:
+    """The cause of an HTTP 403: RBAC's denial names the user, verb and resource missing and how to grant it (the
+    suite's least-privilege role); another 403 (admission) quotes the server. Never a finding about the site."""
+    message = status_message(error)
+    refusal = denied(error)
+    if refusal is None:
+        return Cause("forbidden", API_CAUSES["forbidden"].meaning + (" (not by RBAC: admission or the namespace's state)"
+                                                                     if message else ""),
+                     API_CAUSES["forbidden"].fix, API_CAUSES["forbidden"].fix_ko)
+    role = ("apply the suite's least-privilege role with make rke2/suite/rbac and run as the kubeconfig it writes "
+            "(README: least privilege), or add this verb and resource to the role bound to this user")
+    return Cause(
+        "forbidden",
+        f"RBAC denies {refusal.user} {refusal.what} (no role bound to it grants that)",
+        f'Grant {refusal.user} "{refusal.verb}" on {refusal.what.split(" ", 1)[1]}: {role}. A 403 says the run may '
+        "not read, never that the site is wrong.",
+        f'{refusal.user}에게 {refusal.what.split(" ", 1)[1]}에 대한 "{refusal.verb}" 권한을 준다: make rke2/suite/rbac로 '
+        "스위트 최소 권한 역할을 적용하고 그것이 쓰는 kubeconfig로 실행하거나, 이 사용자에 바인딩된 역할에 이 동사와 "
+        "리소스를 추가한다. 403은 실행이 읽을 수 없다는 뜻이지 사이트가 틀렸다는 뜻이 아니다.")
 
 
 def _chain(error: BaseException) -> list[BaseException]:

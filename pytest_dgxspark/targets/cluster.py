@@ -15,7 +15,7 @@ from kubernetes.client.exceptions import ApiException
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from pytest_dgxspark.checking import Finding, TargetError
-from pytest_dgxspark.targets.causes import API_CAUSES, api_cause, is_transport_error
+from pytest_dgxspark.targets.causes import API_CAUSES, api_cause, is_transport_error, observed_status
 
 REQUEST_TIMEOUT = (10, 60)
 RETRY_ATTEMPTS = 4
@@ -208,16 +208,17 @@ class Cluster:
         """The ClusterUnreachable for a failed request `what` (e.g. 'GET /api/v1/pods'); remembered unless 401/403.
 
         After a refused, dropped or 5xx request every later one fails at once with the same words (no retry storm);
-        a credentials problem may be specific to one path, so it is not remembered.
+        a credentials problem or a 403 (RBAC denies one verb on one resource) may be specific to one path, so it is
+        not remembered: each check that meets a 403 is its own error, naming what its identity may not do.
         """
         cause = api_cause(error)
         status = getattr(error, "status", None)
         if isinstance(status, int) and status:
-            observed = f"HTTP {status} {getattr(error, 'reason', '') or ''}".strip()
+            observed = observed_status(error)
         else:
             observed = f"{type(_innermost(error)).__name__}: {_innermost(error)}"
         message = f"{self.where}: cannot {verb} {what}: {cause.meaning} ({observed})"
-        if cause.kind != "credentials-rejected":
+        if cause.kind not in ("credentials-rejected", "forbidden"):
             self._failure = self._failure or message
             self.cause = self.cause or cause
         return ClusterUnreachable(message, target=self.target_id, cause=cause)
@@ -238,8 +239,9 @@ class Cluster:
                     )
                     response = api.call_api(method, url, header_params=headers, _request_timeout=REQUEST_TIMEOUT)
                     data = response.read()
-                    if not 200 <= response.status <= 299:
-                        raise ApiException(status=response.status, reason=response.reason)
+                    if not 200 <= response.status <= 299:  # the Status body names a 403's user, verb and resource
+                        raise ApiException(status=response.status, reason=response.reason,
+                                           body=data.decode("utf-8", errors="replace") if data else None)
                     return json.loads(data)
         except ApiException as error:
             if error.status == 404:

@@ -21,9 +21,12 @@ from urllib.parse import parse_qs, urlsplit
 from pytest_dgxspark.testbed import bootstrap, faults, handlers, openapi, resources
 from pytest_dgxspark.testbed.kubelet import Kubelet
 from pytest_dgxspark.testbed.reply import status_body
+from pytest_dgxspark.testbed.requestinfo import forbidden_body, request_info
 from pytest_dgxspark.testbed.store import Store
 
 IDENTITY_HEADER = "X-Dgxspark-Testbed"
+ARGOCD_MANAGER = {"username": "system:serviceaccount:kube-system:argocd-manager",
+                  "groups": ["system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"]}
 
 
 class Server(ThreadingHTTPServer):
@@ -37,7 +40,9 @@ class Server(ThreadingHTTPServer):
                  fault_spec: dict[str, Any], tls: ssl.SSLContext) -> None:
         super().__init__(address, Handler)
         self.socket = tls.wrap_socket(self.socket, server_side=True, do_handshake_on_connect=False)
-        self.directory, self.cluster, self.tokens = directory, cluster, set(tokens)
+        self.directory, self.cluster = directory, cluster
+        # bearer token -> its user: the Argo CD manager's (from the PKI), and those TokenRequests mint (tokens.py)
+        self.tokens: dict[str, dict[str, Any]] = {token: ARGOCD_MANAGER for token in tokens}
         self.scenario = str(world.get("scenario") or "unnamed")
         self.settings = world.get("settings") or {}
         self.store = Store()
@@ -156,6 +161,7 @@ class Handler(BaseHTTPRequestHandler):
         parts = urlsplit(self.path)
         query = {k: v[0] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
         self.status_sent: int | None = None
+        self.user = None  # type: ignore[assignment]  # set by _authenticate, per request (a connection serves many)
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
         decision = self.server.faults.decide(method, parts.path)
@@ -175,6 +181,9 @@ class Handler(BaseHTTPRequestHandler):
                 self.send_json(decision.status, status_body(decision.status, reason, message, causes or None))
             elif not self._authenticate():
                 self.send_json(401, status_body(401, "Unauthorized", "Unauthorized"))
+            elif self.server.faults.forbidden and self.server.faults.denies(
+                    self.user["username"], info := request_info(method, parts.path, query)):
+                self.send_json(403, forbidden_body(self.user["username"], info))
             else:
                 handlers.dispatch(self, method, parts.path, query, body)
         except (BrokenPipeError, ConnectionResetError, ssl.SSLError, OSError):
@@ -183,6 +192,7 @@ class Handler(BaseHTTPRequestHandler):
             died = self.died
             fault = "die" if died else decision.name
             self.server.record({"method": method, "path": parts.path, "query": query, "status": self.status_sent,
+                                **({"user": self.user["username"]} if getattr(self, "user", None) else {}),
                                 "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + f".{int(time.time() * 1000) % 1000:03d}Z",
                                 "duration_ms": round((time.monotonic() - start) * 1000, 1),
                                 "user_agent": self.headers.get("User-Agent", ""), **({"fault": fault} if fault else {}),
@@ -195,8 +205,7 @@ class Handler(BaseHTTPRequestHandler):
         """A known bearer token (the Argo CD manager's) or a client certificate of the cluster CA; sets `self.user`."""
         header = self.headers.get("Authorization", "")
         if header.startswith("Bearer ") and header[7:].strip() in self.server.tokens:
-            self.user = {"username": "system:serviceaccount:kube-system:argocd-manager",
-                         "groups": ["system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"]}
+            self.user = dict(self.server.tokens[header[7:].strip()])
             return True
         try:
             cert = self.connection.getpeercert()  # type: ignore[attr-defined]

@@ -12,7 +12,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-KEYS = {"latency_ms", "error_rate", "drop_rate", "paths", "seed", "errors", "die_after"}
+KEYS = {"latency_ms", "error_rate", "drop_rate", "paths", "seed", "errors", "die_after", "forbidden"}
+# a `forbidden` entry: what RBAC denies (kube-apiserver's authorization attributes; absent keys match anything)
+FORBIDDEN_KEYS = {"verb", "resource", "group", "namespace", "user"}
 # the Status a real kube-apiserver answers for each code a scenario may inject
 MESSAGES = {
     500: ("InternalError", "Internal error occurred: etcdserver: request timed out"),
@@ -96,6 +98,7 @@ class Faults:
             if status not in MESSAGES:
                 raise FaultSpecError(f"cluster.faults.{where}.status: {status} is not one of {sorted(MESSAGES)}")
             self.errors.append(ErrorRule(_regex(where, pattern), status, _rate(f"{where}.rate", rule.get("rate", 1))))
+        self.forbidden = _forbidden(spec.get("forbidden"))
         self.die = dict(spec.get("die_after") or {})
         if self.die:
             allowed = {"path", "method", "count", "pod_created_in"}
@@ -105,6 +108,15 @@ class Faults:
             self.die_path = _regex("die_after.path", self.die.get("path", "$^"))
             self.die_ns = _regex("die_after.pod_created_in", self.die.get("pod_created_in", "$^"))
             self.die_count = int(self.die.get("count", 1))
+
+    def denies(self, user: str, info: Any) -> bool:
+        """Whether a `forbidden` entry denies `user` the request of RequestInfo `info` (checked after authentication,
+        as kube-apiserver authorizes; discovery and other non-resource paths are never denied here)."""
+        if info.resource is None:
+            return False
+        return any(all(rule.get(k) in (None, "*", have) for k, have in (
+            ("verb", info.verb), ("resource", info.resource_path), ("group", info.group),
+            ("namespace", info.namespace), ("user", user))) for rule in self.forbidden)
 
     def decide(self, method: str, path: str) -> Decision:
         """The fault for one request (drawn before it is served)."""
@@ -140,6 +152,23 @@ class Faults:
         with self.lock:
             self.seen_for_death += 1
             return self.seen_for_death == (1 if "pod_created_in" in self.die else self.die_count)
+
+
+def _forbidden(value: Any) -> list[dict[str, str]]:
+    """`cluster.faults.forbidden`: a list of {verb, resource, group, namespace, user} (strings; '*' or absent: any)."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise FaultSpecError(f"cluster.faults.forbidden: expected a list of {{verb, resource, group, namespace, user}}, "
+                             f"got {value!r}")
+    rules = []
+    for i, rule in enumerate(value):
+        if not isinstance(rule, dict) or not rule or set(rule) - FORBIDDEN_KEYS or \
+                not all(isinstance(v, str) for v in rule.values()):
+            raise FaultSpecError(f"cluster.faults.forbidden[{i}]: expected a mapping of {sorted(FORBIDDEN_KEYS)} to "
+                                 f"strings (e.g. {{verb: list, resource: pods}}), got {rule!r}")
+        rules.append(dict(rule))
+    return rules
 
 
 def sleep(decision: Decision) -> None:

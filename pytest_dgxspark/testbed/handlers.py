@@ -7,7 +7,7 @@ import time
 import traceback
 from typing import Any
 
-from pytest_dgxspark.testbed import deletes, openapi, paging, printing, resources, reviews, writes
+from pytest_dgxspark.testbed import deletes, openapi, paging, printing, resources, reviews, tokens, writes
 from pytest_dgxspark.testbed.reply import (
     ApiError,
     Exchange,
@@ -60,11 +60,14 @@ def _route(h: Exchange, method: str, path: str, query: dict[str, str], body: byt
         raise no_route()
     name = rest[1] if len(rest) > 1 else None
     sub = rest[2] if len(rest) > 2 else ""
-    if len(rest) > 3 or sub not in ("", "log", "status", "eviction") or (sub == "status" and not writes.has_status(r)) \
-            or (sub in ("log", "eviction") and r.plural != "pods"):
+    if len(rest) > 3 or sub not in ("", "log", "status", "eviction", "token") \
+            or (sub == "status" and not writes.has_status(r)) \
+            or (sub in ("log", "eviction") and r.plural != "pods") or (sub == "token" and r.plural != "serviceaccounts"):
         raise no_route()
-    if sub == "log" and method != "GET" or sub == "eviction" and method != "POST":
+    if sub == "log" and method != "GET" or sub in ("eviction", "token") and method != "POST":
         raise method_not_allowed()
+    if sub == "token":
+        return tokens.request(h, namespace or "", name or "", writes.parse_body(h, body))
     if sub == "eviction":
         return deletes.evict(h, r, namespace or "", name or "", body, query)
     if r.virtual:

@@ -68,6 +68,13 @@ RESOURCES = (
     # what `make rke2/argocd/register` writes on the cluster (argocd-manager's ClusterRole and binding)
     Resource("rbac.authorization.k8s.io", "v1", "clusterroles", "clusterrole", "ClusterRole", False),
     Resource("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "clusterrolebinding", "ClusterRoleBinding", False),
+    # and what `make rke2/suite/rbac` writes (the suite's least-privilege identity): stored, never enforced here
+    Resource("rbac.authorization.k8s.io", "v1", "roles", "role", "Role", True),
+    Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "rolebinding", "RoleBinding", True),
+    Resource("admissionregistration.k8s.io", "v1", "validatingadmissionpolicies", "validatingadmissionpolicy",
+             "ValidatingAdmissionPolicy", False),
+    Resource("admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings",
+             "validatingadmissionpolicybinding", "ValidatingAdmissionPolicyBinding", False),
     Resource("authorization.k8s.io", "v1", "selfsubjectaccessreviews", "selfsubjectaccessreview", "SelfSubjectAccessReview",
              False, virtual=True),
     Resource("authorization.k8s.io", "v1", "selfsubjectrulesreviews", "selfsubjectrulesreview", "SelfSubjectRulesReview",
@@ -122,6 +129,8 @@ def resource_list(group_version: str) -> dict[str, Any] | None:
     entries += [{"name": f"{r.plural}/status", "singularName": "", "namespaced": r.namespaced, "kind": r.kind,
                  "verbs": ["get", "patch", "update"]} for r in found.values() if r.plural in WITH_STATUS]
     if group_version == "v1":
+        entries.append({"name": "serviceaccounts/token", "singularName": "", "namespaced": True,
+                        "group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest", "verbs": ["create"]})
         entries.append({"name": "pods/log", "singularName": "", "namespaced": True, "kind": "Pod", "verbs": ["get"]})
         entries.append({"name": "pods/eviction", "singularName": "", "namespaced": True, "group": "policy", "version": "v1",
                         "kind": "Eviction", "verbs": ["create"]})
