@@ -1054,7 +1054,8 @@ SUITE_USER = "system:serviceaccount:kube-system:dgxspark-suite"
 
 def test_suite_rbac_gives_the_suite_its_own_identity_and_a_kubeconfig_it_runs_with(rehearsal: SiteRehearsal,
                                                                                     tmp_path: Path) -> None:
-    from kubernetes import client, config as kubeconfig
+    from kubernetes import client
+    from kubernetes import config as kubeconfig
 
     rehearsal.make("rke2/kubeconfig").assert_ok()
     suite_config = rehearsal.directory / "home" / "dgxspark-suite.config"

@@ -5,7 +5,6 @@ the shipped roles, every write lands in a dgxspark-cuda-* namespace, and the rol
 The stand-in has no RBAC; the real control plane enforces these roles in tests/test_realplane_rbac.py."""
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
