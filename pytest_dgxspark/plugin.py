@@ -318,7 +318,7 @@ def _finish(config: pytest.Config, session: pytest.Session, state: RunState) -> 
     )
     if state.plan.handover and simulated_by:
         results["verdict_reasons"].append(f"the targets are a testbed: {simulated_by[0]}")
-    if interrupted:  # whatever the checks that ran found, an interrupted run judged only part of the site
+    if interrupted and ended is not None:  # whatever the checks that ran found, an interrupted run judged part
         results["verdict"] = "INCOMPLETE"
         results["verdict_reasons"].insert(0, f"the run was {interrupted}; the tests not run are errors")
         results["run"]["interrupted"] = ended.as_dict()

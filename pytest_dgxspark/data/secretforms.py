@@ -14,6 +14,7 @@ import json
 import re
 from collections.abc import Callable, Iterator
 from functools import lru_cache
+from typing import Any
 from urllib.parse import parse_qsl, quote, quote_plus, unquote, unquote_plus, urlencode, urlsplit, urlunsplit
 
 # The regex plugins of detect-secrets that name a token by its shape alone. Left out: the keyword and entropy
@@ -33,7 +34,7 @@ _TOKEN_TAIL = re.compile(r"[A-Za-z0-9_\-.+/=]*")  # a shape match shorter than t
 
 
 @lru_cache(maxsize=1)
-def detectors() -> tuple[tuple[str, object], ...]:
+def detectors() -> tuple[tuple[str, Any], ...]:
     """(secret type, plugin) for each detect-secrets regex plugin named above."""
     import importlib
 

@@ -119,7 +119,7 @@ def install(deadline_s: int | None) -> ExitPath:
         path.previous[sig] = signal.getsignal(sig)
         signal.signal(sig, handle)
     if deadline_s:
-        main = threading.main_thread().ident
+        main = threading.main_thread().ident or 0
 
         def expire() -> None:
             if path.cause is None and not path.finishing:
