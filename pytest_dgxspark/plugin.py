@@ -318,6 +318,14 @@ def _finish(config: pytest.Config, session: pytest.Session, state: RunState) -> 
     )
     if state.plan.handover and simulated_by:
         results["verdict_reasons"].append(f"the targets are a testbed: {simulated_by[0]}")
+    if state.plan.handover:  # one machine: the host's identity is its Node's (identity.hardware_problems)
+        mismatched = identity.hardware_problems(config, tgt.host_names)
+        if mismatched:
+            results["verdict"] = "INCOMPLETE"
+            results["verdict_reasons"].extend(mismatched)
+        results["run"]["hardware_identity"] = {"hosts": dict(identity.of(config).machine_ids),
+                                               "nodes": dict(identity.of(config).node_machine_ids),
+                                               "problems": mismatched}
     if interrupted and ended is not None:  # whatever the checks that ran found, an interrupted run judged part
         results["verdict"] = "INCOMPLETE"
         results["verdict_reasons"].insert(0, f"the run was {interrupted}; the tests not run are errors")

@@ -71,3 +71,60 @@ def test_the_certificate_the_api_serves_is_a_sign_from_the_handshake_alone(tmp_p
         server.server_close()
     assert sign == f"Kubernetes API of context 'ctx': serves a testbed's certificate (OU={identity.CERT_UNIT})"
     assert requests == []
+
+
+def _banner_server(banner: bytes):
+    import socket
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+
+    def serve():
+        conn, _ = server.accept()
+        with conn:
+            conn.sendall(banner)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return server, thread
+
+
+def test_an_ssh_banner_naming_the_testbed_is_a_sign_no_file_on_the_host_removes():
+    server, thread = _banner_server(b"SSH-2.0-OpenSSH_9.2p1 dgxspark-testbed\r\n")
+    try:
+        sign = identity.ssh_banner_sign("gpu-01", "127.0.0.1", server.getsockname()[1])
+    finally:
+        thread.join(timeout=5)
+        server.close()
+    assert sign == "host gpu-01: its SSH server's banner names the testbed (SSH-2.0-OpenSSH_9.2p1 dgxspark-testbed)"
+
+
+def test_a_real_hosts_banner_is_no_sign():
+    server, thread = _banner_server(b"SSH-2.0-OpenSSH_9.6p1 Ubuntu-3ubuntu13.5\r\n")
+    try:
+        assert identity.ssh_banner_sign("gpu-01", "127.0.0.1", server.getsockname()[1]) is None
+    finally:
+        thread.join(timeout=5)
+        server.close()
+
+
+class _Config:
+    def __init__(self) -> None:
+        import pytest
+
+        self.stash = pytest.Stash()
+
+
+def test_a_handover_needs_each_hosts_machine_id_to_be_its_nodes():
+    config = _Config()
+    seen = identity.of(config)
+    seen.machine_ids.update({"gpu-01": "a" * 32, "gpu-02": "b" * 32, "gpu-03": ""})
+    seen.node_machine_ids.update({"gpu-01": "a" * 32, "gpu-02": "c" * 32})
+    assert identity.hardware_problems(config, ["gpu-01", "gpu-02", "gpu-03", "gpu-04"]) == [
+        f"host gpu-02: /etc/machine-id {'b' * 32} differs from Node gpu-02's machineID {'c' * 32}: the host checked "
+        "and the Node checked are not one machine",
+        "host gpu-03: its /etc/machine-id was not read in this run, so the machine handed over is not identified",
+        "host gpu-04: its /etc/machine-id was not read in this run, so the machine handed over is not identified",
+    ]
+    assert identity.hardware_problems(config, ["gpu-01"]) == []

@@ -8,12 +8,16 @@ import pytest
 
 from pytest_dgxspark.probes.system import IDENTITY as HOST_COMMAND  # the host file, gathered with the probes
 from pytest_dgxspark.probes.system import IDENTITY_FILE as HOST_FILE
+from pytest_dgxspark.probes.system import MACHINE_ID as MACHINE_ID_COMMAND
 
 # What a testbed says on every interface (docs/internals.md "Self-identification"); a real site never does.
 API_HEADER = "X-Dgxspark-Testbed"
 NODE_ANNOTATION = "testbed.dgxspark.io/scenario"
 # The organizational unit of the testbed's CA and serving certificate: not removable through the API.
 CERT_UNIT = "dgxspark-testbed"
+# The testbed's sshd says it in its version banner (VersionAddendum), from a config outside the simulated host's files.
+SSH_BANNER_MARK = "dgxspark-testbed"
+BANNER_TIMEOUT_S = 3.0
 
 identity_key = pytest.StashKey["TargetIdentity"]()
 
@@ -23,6 +27,8 @@ class TargetIdentity:
     """Every sign, seen on a target, that it is simulated; empty for a real site."""
 
     signs: list[str] = field(default_factory=list)
+    machine_ids: dict[str, str] = field(default_factory=dict)  # host -> /etc/machine-id ("" when it has none)
+    node_machine_ids: dict[str, str] = field(default_factory=dict)  # Node -> status.nodeInfo.machineID
     _hosts_seen: set[str] = field(default_factory=set)
     _clusters_seen: set[str] = field(default_factory=set)
 
@@ -54,6 +60,38 @@ def observe_host(config: pytest.Config, target: Any) -> None:
     scenario = (result.stdout or "").strip().splitlines()[0] if result.rc == 0 and (result.stdout or "").strip() else ""
     if scenario:
         identity.add(f"host {target.name}: {HOST_FILE} names testbed scenario {scenario!r}")
+    try:
+        machine = target.cached(MACHINE_ID_COMMAND, timeout=15)
+        identity.machine_ids[target.name] = (machine.stdout or "").strip() if machine.rc == 0 else ""
+    except Exception:  # noqa: BLE001 - the host's checks report a host that does not answer
+        pass
+    spec = getattr(target, "spec", None)
+    if spec is not None and getattr(spec, "connection", "ssh") == "ssh":
+        sign = ssh_banner_sign(target.name, str(spec.address), int(spec.port))
+        if sign:
+            identity.add(sign)
+
+
+def ssh_banner_sign(name: str, address: str, port: int, timeout: float = BANNER_TIMEOUT_S) -> str | None:
+    """A sign when the host's SSH server names the testbed in its version banner (read before any authentication:
+    a file removed on the host changes nothing)."""
+    import socket
+
+    try:
+        with socket.create_connection((address, port), timeout=timeout) as conn:
+            conn.settimeout(timeout)
+            banner = b""
+            while b"\n" not in banner and len(banner) < 512:
+                chunk = conn.recv(256)
+                if not chunk:
+                    break
+                banner += chunk
+    except OSError:
+        return None
+    line = next((ln for ln in banner.decode("ascii", "replace").splitlines() if ln.startswith("SSH-")), "")
+    if SSH_BANNER_MARK in line.split():
+        return f"host {name}: its SSH server's banner names the testbed ({line.strip()})"
+    return None
 
 
 def observe_cluster(config: pytest.Config, cluster: Any) -> None:
@@ -79,6 +117,10 @@ def observe_nodes(config: pytest.Config, cluster: Any) -> None:
     """Nodes already listed in this run (the cache only: never an API call) carrying the testbed's annotation."""
     nodes = cluster.cached("nodes") if cluster is not None else None
     for node in nodes or []:
+        node_name = (node.get("metadata") or {}).get("name")
+        machine = ((node.get("status") or {}).get("nodeInfo") or {}).get("machineID")
+        if node_name and machine:
+            of(config).node_machine_ids[str(node_name)] = str(machine)
         scenario = ((node.get("metadata") or {}).get("annotations") or {}).get(NODE_ANNOTATION)
         if scenario:
             name = (node.get("metadata") or {}).get("name")
@@ -167,6 +209,25 @@ def observe_certificates(config: pytest.Config, kubeconfig: Any, context: str | 
     served = served_certificate_sign(str(server or ""), context)
     if served:
         identity.add(served)
+
+
+def hardware_problems(config: pytest.Config, hosts: Any) -> list[str]:
+    """Why the hosts' machine identity is not confirmed for a handover: each host's /etc/machine-id must be its Node's
+    nodeInfo.machineID (the kubelet reads the same file), seen in this run; empty when every host agrees."""
+    identity = of(config)
+    problems = []
+    for host in hosts:
+        seen, node = identity.machine_ids.get(host), identity.node_machine_ids.get(host)
+        if not seen:
+            problems.append(f"host {host}: its /etc/machine-id was not read in this run, so the machine handed over "
+                            "is not identified")
+        elif node is None:
+            problems.append(f"host {host}: no Node {host} with a nodeInfo.machineID was seen, so the host and the Node "
+                            "are not shown to be one machine")
+        elif node != seen:
+            problems.append(f"host {host}: /etc/machine-id {seen} differs from Node {host}'s machineID {node}: the "
+                            "host checked and the Node checked are not one machine")
+    return problems
 
 
 def signs(config: pytest.Config, connections: Any = None) -> list[str]:

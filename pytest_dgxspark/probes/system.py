@@ -17,11 +17,14 @@ PROVENANCE_TIMEOUT_S = 30
 IDENTITY_FILE = "/etc/dgxspark-testbed"
 IDENTITY = f"cat {IDENTITY_FILE} 2>/dev/null || true"
 IDENTITY_TIMEOUT_S = 15
+# The host's machine identity, compared with its Node's nodeInfo.machineID for a handover (identity.py).
+MACHINE_ID = "cat /etc/machine-id 2>/dev/null || true"
 
 
 def commands(spec: Any, settings: Settings) -> tuple[Command, ...]:
     return (
         Command(IDENTITY, IDENTITY_TIMEOUT_S),
+        Command(MACHINE_ID, IDENTITY_TIMEOUT_S),
         *(Command(text, PROVENANCE_TIMEOUT_S) for text in (OS_RELEASE, DGX_RELEASE, KERNEL, ARCH)),
     )
 
