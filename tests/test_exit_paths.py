@@ -8,6 +8,7 @@ import signal
 import stat
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -161,3 +162,36 @@ def test_a_signal_that_meets_the_namespace_delete_leaves_it_for_the_teardown_to_
     assert (cluster.deletes, run.deleted, run.closed) == (2, True, True)
     run.delete()
     assert cluster.deletes == 2  # once deleted, no further call
+
+
+def test_a_testbed_left_by_a_sigkilled_run_is_found_stopped_and_reported_by_the_next(tmp_path):
+    from pytest_dgxspark.testbed import DIR_PREFIX
+    from tests.conftest import REPO
+
+    run = [sys.executable, "-m", "pytest", "suites", "--testbed", "healthy", "-q", "-p", "no:cacheprovider",
+           "--report-dir", str(tmp_path / "reports"), "-k", "node_ready"]
+    temp = Path(tempfile.gettempdir())
+    before = set(temp.glob(f"{DIR_PREFIX}*"))
+    proc = subprocess.Popen(run, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    started = None
+    while started is None:
+        assert proc.poll() is None and time.monotonic() < deadline, "the first run ended before its testbed was up"
+        for directory in set(temp.glob(f"{DIR_PREFIX}*")) - before:
+            state = directory / "state.json"
+            if state.is_file() and json.loads(state.read_text() or "{}").get("hosts"):
+                started = directory
+        time.sleep(0.2)
+    time.sleep(1)
+    proc.send_signal(signal.SIGKILL)  # no finalizer runs: the testbed stays up
+    proc.wait(timeout=30)
+    pids = json.loads((started / "state.json").read_text())["pids"]
+    assert any(Path(f"/proc/{pid}").exists() for pid in pids), "the killed run's testbed is still running"
+    second = subprocess.run(run, cwd=REPO, capture_output=True, text=True, timeout=300)
+    out = second.stdout + second.stderr
+    assert "a testbed left running by a killed run" in out and str(started) in out, out[-3000:]
+    assert not started.exists()
+    assert not any(Path(f"/proc/{pid}").exists() and b"dgxspark" in Path(f"/proc/{pid}/cmdline").read_bytes()
+                   for pid in pids)
+    results = json.loads(((tmp_path / "reports" / "latest").resolve() / "results.json").read_text())
+    assert [(t["directory"], t["state"]) for t in results["leftover_testbeds"]] == [(str(started), "stopped")]
