@@ -121,3 +121,70 @@ def test_an_evidence_label_holding_a_secret_is_redacted_before_it_names_a_place_
     store: list = []
     Evidence(store, "evidence of t").record("curl -H 'Authorization: Bearer eyJhbGciOiJSUzI1NiJ9.abc.def'", "x")
     assert "eyJhbGci" not in json.dumps(store) and "eyJhbGci" not in json.dumps(redaction.LOG.entries())
+
+
+@pytest.mark.parametrize(("text", "secret"), [
+    ("repo: https://charts.example.org/nvidia?access_token=Acc-Tok-99887766&x=1", "Acc-Tok-99887766"),
+    ("GIT_URL=https://git.example.org/a.git?private_token=Priv-Tok-5566778", "Priv-Tok-5566778"),
+    ("JENKINS_URL=https://jenkins.example.org/?token=Jen-Tok-1122334", "Jen-Tok-1122334"),
+    ("see http://h.example/?password=abc%40def123", "abc%40def123"),
+    ("pushing with ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8 done", "ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"),
+    ("key glpat-PlantedGitlabToken007403 here", "glpat-PlantedGitlabToken007403"),
+    ("aws AKIAPLANTEDCUDA00079 ok", "AKIAPLANTEDCUDA00079"),
+    ("jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.abcdefgh, next", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.abcdefgh"),
+], ids=["access_token", "private_token", "token", "password-query", "github", "gitlab", "aws", "jwt"])
+def test_url_credentials_and_token_shapes_are_redacted_anywhere(text, secret):
+    assert secret not in redact_text(text)
+
+
+def test_a_secret_inside_a_base64_run_is_redacted_and_the_run_re_encoded():
+    import base64
+
+    out = b"token: K10abcdef0123456789abcdef::server:deadbeefcafe\nnode-name: gpu-01\n"
+    line = '@@dgxspark-gather [[0, "%s", "", 0.1]]' % base64.b64encode(out).decode()
+    clean = redact_text(f"RUN CommandResult(stdout={line!r})")
+    encoded = clean.split('"')[1]
+    assert base64.b64decode(encoded) == b"token: <redacted>\nnode-name: gpu-01\n"
+
+
+def test_a_known_secret_is_removed_in_every_form():
+    import base64
+    import html
+    from urllib.parse import quote
+
+    value = "Planted-Value-123&<x>"
+    redaction.LOG.remember(value, "password", "vars.yml")
+    forms = [value, json.dumps(value)[1:-1], html.escape(value), quote(value, safe=""),
+             *(base64.b64encode(prefix + value.encode()).decode() for prefix in (b"", b"x", b"ab", b"lead: "))]
+    for form in forms:
+        clean = redact_text(f"[{form}]")
+        assert form not in clean and "<redacted>" in clean, (form, clean)
+
+
+def test_a_word_that_merely_contains_a_token_prefix_is_kept():
+    path = "/tmp/test_a_billion_laughs_scenario_file_is_a_usage_error_naming_the_file0/bomb/scenario.yaml"
+    assert redact_text(path) == path
+
+
+def test_log_records_are_redacted_before_a_handler_keeps_them():
+    import logging
+
+    from pytest_dgxspark.report.bundleguard import REDACTING_FILTER
+
+    kept: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            kept.append(self.format(record))
+
+    handler = Keep()
+    handler.addFilter(REDACTING_FILTER)
+    log = logging.getLogger("urllib3.connectionpool.test")
+    log.addHandler(handler)
+    log.setLevel(logging.DEBUG)
+    try:
+        log.debug("GET %s", "https://api.example:6443/x?access_token=Log-Tok-445566")
+        log.debug("RUN %s", "agent-token: Agent-Log-778899")
+    finally:
+        log.removeHandler(handler)
+    assert kept == ["GET https://api.example:6443/x?access_token=<redacted>", "RUN agent-token: <redacted>"]
