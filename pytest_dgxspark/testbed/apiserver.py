@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import socket
 import ssl
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from pytest_dgxspark.testbed import bootstrap, faults, handlers, openapi, resources
+from pytest_dgxspark.testbed import bootstrap, differential, faults, handlers, openapi, resources
 from pytest_dgxspark.testbed.kubelet import Kubelet
 from pytest_dgxspark.testbed.reply import status_body
 from pytest_dgxspark.testbed.requestinfo import forbidden_body, request_info
@@ -51,6 +52,8 @@ class Server(ThreadingHTTPServer):
         self.faults = faults.Faults(fault_spec or {})
         self.record_lock = threading.Lock()
         self.requests_path = directory / "requests.jsonl"
+        # the differential test's recording (differential.py): whole exchanges, Secret data masked; off by default
+        self.exchanges_path = directory / "exchanges.jsonl" if os.environ.get(differential.RECORD_ENV) == "1" else None
         self.started = time.time()
         self.dead = threading.Event()
         self.open_connections: set[socket.socket] = set()
@@ -89,6 +92,13 @@ class Server(ThreadingHTTPServer):
     def record(self, entry: dict[str, Any]) -> None:
         line = json.dumps({"cluster": self.cluster, **entry}) + "\n"
         with self.record_lock, open(self.requests_path, "a") as handle:
+            handle.write(line)
+
+    def record_exchange(self, entry: dict[str, Any]) -> None:
+        if self.exchanges_path is None:
+            return
+        line = json.dumps({"cluster": self.cluster, **entry}) + "\n"
+        with self.record_lock, open(self.exchanges_path, "a") as handle:
             handle.write(line)
 
     def process_request(self, request: Any, client_address: Any) -> None:
@@ -161,6 +171,7 @@ class Handler(BaseHTTPRequestHandler):
         parts = urlsplit(self.path)
         query = {k: v[0] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
         self.status_sent: int | None = None
+        self.answer: tuple[bytes, str] | None = None  # what was sent, for the differential recording
         self.user = None  # type: ignore[assignment]  # set by _authenticate, per request (a connection serves many)
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
@@ -197,9 +208,21 @@ class Handler(BaseHTTPRequestHandler):
                                 "duration_ms": round((time.monotonic() - start) * 1000, 1),
                                 "user_agent": self.headers.get("User-Agent", ""), **({"fault": fault} if fault else {}),
                                 **({"latency_ms": round(decision.latency * 1000)} if decision.latency else {})})
+            if self.server.exchanges_path is not None:
+                self._record_exchange(method, parts.path, parts.query, body)
             if died:
                 self.close_connection = True
                 self.server.die()
+
+    def _record_exchange(self, method: str, path: str, query: str, body: bytes) -> None:
+        content_type = self.headers.get("Content-Type", "")
+        raw, answer_type = self.answer or (b"", "")
+        self.server.record_exchange({
+            "method": method, "path": path, "query": query, "content_type": content_type,
+            "accept": self.headers.get("Accept", ""),
+            "body": differential.scrub(differential.decoded(body, content_type)), "status": self.status_sent,
+            "answer": differential.scrub(differential.decoded(raw, answer_type)),
+            **({"stream": True} if self.answer is None and self.status_sent == 200 and method == "GET" else {})})
 
     def _authenticate(self) -> bool:
         """A known bearer token (the Argo CD manager's) or a client certificate of the cluster CA; sets `self.user`."""
@@ -236,6 +259,7 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(raw)
         self.status_sent = code
+        self.answer = (raw, content_type)
 
     def send_text(self, code: int, text: str) -> None:
         self.send_bytes(code, text.encode(), "text/plain")
@@ -248,6 +272,7 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
         self.status_sent = code
+        self.answer = (data, content_type)
 
     def start_stream(self) -> None:
         self.send_response(200)
