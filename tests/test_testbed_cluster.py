@@ -503,17 +503,6 @@ def test_an_alias_bomb_inside_a_scenario_is_rejected_at_load_naming_file_and_key
     assert str(raised.value).startswith(f"{tmp_path}/{where}: expands to more than 200000 nodes through aliases at line ")
 
 
-def test_a_key_whose_fact_is_now_derived_is_rejected_with_a_hint(tmp_path: Path) -> None:
-    (tmp_path / "scenario.yaml").write_text("description: x\nextends: healthy\nnodes: {gpu-01: {kube: {gpus: 0}}}\n"
-                                            "cluster: {gpu_operator: {clusterpolicy: {state: ready}}}\n")
-    with pytest.raises(ScenarioError) as raised:
-        load(tmp_path)
-    assert str(raised.value) == (
-        f"{tmp_path / 'scenario.yaml'}: nodes.gpu-01.kube.gpus: unknown key (nvidia.com/gpu comes from the device plugin and "
-        "the host's gpus (gpus_lost: true drops it)); cluster.gpu_operator.clusterpolicy: unknown key (derived from the "
-        "operands' readiness)")
-
-
 @pytest.mark.parametrize("name", [n for n, _ in bundled() if n != "api-unreachable"])
 def test_every_bundled_scenario_serves_objects_the_official_client_accepts(tmp_path: Path, name: str) -> None:
     tb = _up(tmp_path, name)

@@ -37,7 +37,7 @@ def scenario_dir(root: Path, nodes: int, latency_ms: int = LATENCY_MS, api_laten
         for i in range(2, nodes + 1)
     }
     extra["gpu-01"] = {"host": dict(faults)}
-    doc = {"description": f"benchmark: {nodes} DGX Spark nodes", "extends": "healthy", "nodes": extra,
+    doc = {"format": 2, "description": f"benchmark: {nodes} DGX Spark nodes", "extends": "healthy", "nodes": extra,
            "expect": {"rules": {}, "root_causes": []}}
     if api_latency_ms:
         doc["cluster"] = {"faults": {"latency_ms": api_latency_ms}}

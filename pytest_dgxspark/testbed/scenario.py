@@ -11,7 +11,7 @@ from pytest_dgxspark.data.yamlload import load_yaml, load_yaml_all, loads
 from pytest_dgxspark.testbed.faults import Faults, FaultSpecError
 
 BUNDLED_DIR = Path(__file__).parent / "scenarios"
-TOP_LEVEL_KEYS = frozenset({"description", "extends", "nodes", "cluster", "management", "expect"})
+TOP_LEVEL_KEYS = frozenset({"format", "description", "extends", "nodes", "cluster", "management", "expect"})
 RULE_STATUSES = frozenset({"passed", "failed", "blocked", "error", "not-applicable", "recorded"})
 NODE_ROLES = frozenset({"server", "agent"})
 NODE_KEYS = frozenset({"role", "gpu", "model", "node_labels", "node_taints", "inventory", "host", "kube"})
@@ -24,13 +24,41 @@ CLUSTER_KEYS = frozenset({"version", "unreachable", "faults", "cni", "kube_proxy
 CRD_PLURALS = frozenset({"helmcharts", "helmchartconfigs", "clusterpolicies", "ciliumnodes"})
 IMAGE_KEYS = frozenset({"arch", "entrypoint", "log"})
 OPERATOR_KEYS = frozenset({"installed", "helmchart", "helm_job", "runtimeclass_nvidia", "components"})
-# keys of earlier releases whose facts are now derived (docs/scenarios.md "GPU Operator start-up")
-DERIVED = {"gpus": "nvidia.com/gpu comes from the device plugin and the host's gpus (gpus_lost: true drops it)",
-           "gfd_labels": "GFD's labels appear when GFD runs", "operator_labels": "the operator labels nodes NFD labelled",
-           "driver_deploy": "the driver manager decides from host.driver.loaded", "cuda_validator": "derived from the start-up order",
-           "clusterpolicy": "derived from the operands' readiness", "helmchart_spec": "write the applied spec as gpu_operator.helmchart",
-           "cilium": "write the HelmChartConfig values as cluster.cilium_values",
-           "cilium_config": "cluster.cilium_values: null omits the HelmChartConfig"}
+# The scenario format is a contract (docs/scenarios.md "Format changelog"). Each file names its format in `format`;
+# a file without it was written before the key existed and is read as format 1, the earliest. A key format 2 removed
+# or renamed is refused in any file with a message naming what replaces it; nothing is translated silently.
+FORMAT_KEY = "format"
+CURRENT_FORMAT = 2
+FORMATS = (1, 2)
+# Keys of format 1 that format 2 removed or renamed: where ("*" = a node's name) -> what to write instead ({node} is
+# that name). Recovered from the format change (b93ce17: the live world became the scenario's own data and the
+# GPU Operator's start-up order is derived from the host facts, never hand-written).
+REMOVED_IN_FORMAT_2 = {
+    "nodes.*.kube.gpus": "nvidia.com/gpu is what the device plugin registers, one per GPU in nodes.{node}.host.gpus; "
+                         "write nodes.{node}.kube.gpus_lost: true for a node that lost it after validation (or "
+                         "nodes.{node}.kube.allocatable_gpus for allocatable alone)",
+    "nodes.*.kube.gfd_labels": "GFD writes its labels when it runs; write "
+                               "cluster.gpu_operator.components.gfd.wrote_labels: false for a GFD that runs without them",
+    "nodes.*.kube.operator_labels": "the operator labels the nodes NFD labelled; write nodes.{node}.kube.labels: "
+                                    "{feature.node.kubernetes.io/pci-10de.present: null} for a node it does not see",
+    "nodes.*.kube.driver_deploy": "the driver manager decides from nodes.{node}.host.driver.loaded (false: the "
+                                  "operator's driver container is deployed); write nodes.{node}.kube.labels: "
+                                  "{nvidia.com/gpu.deploy.driver: \"true\"} to deploy it beside a loaded driver",
+    "cluster.gpu_operator.cuda_validator": "the validator's pods follow the start-up order; write "
+                                           "cluster.gpu_operator.components.validator (state, logs) to override them",
+    "cluster.gpu_operator.clusterpolicy": "the ClusterPolicy's state follows its operands' readiness; write "
+                                          "cluster.gpu_operator.components.<component>.state (e.g. device-plugin: "
+                                          "{state: crashloop})",
+    "cluster.gpu_operator.helmchart_spec": "renamed cluster.gpu_operator.helmchart: the HelmChart spec as applied, "
+                                           "merged over the extended scenario's, never over the site's",
+    "cluster.cilium": "renamed cluster.cilium_values: the rke2-cilium HelmChartConfig's Helm values (hubble_enabled -> "
+                      "hubble.enabled, kube_proxy_replacement -> kubeProxyReplacement, wireguard_enabled -> "
+                      "encryption: {enabled: true, type: wireguard})",
+    "cluster.cilium_config": "write cluster.cilium_values: null for no rke2-cilium HelmChartConfig (was cilium_config: false)",
+}
+# What a format 1 file without `extends` took from the site, which format 2 takes from the scenario itself.
+FORMAT_1_FROM_SITE = ("nodes.<name>.node_labels", "cluster.cni", "cluster.cilium_values", "cluster.kube_proxy",
+                      "cluster.gpu_operator.helmchart", "management.namespace")
 
 
 class ScenarioError(ValueError):
@@ -158,6 +186,9 @@ def load(scenario: str | Path) -> Scenario:
         unknown = sorted(set(raw) - TOP_LEVEL_KEYS)
         if unknown:
             raise ScenarioError(f"{path}: unknown top-level keys {unknown}; expected some of {sorted(TOP_LEVEL_KEYS)}")
+        migrate = format_problems(raw, file_format(path, raw))
+        if migrate:
+            raise ScenarioError(f"{path}: " + "; ".join(migrate))
         chain.insert(0, current)
         layers.insert(0, raw)
         parent = raw.get("extends")
@@ -166,7 +197,7 @@ def load(scenario: str | Path) -> Scenario:
         current = BUNDLED_DIR / parent if parent else None
     data: dict[str, Any] = {}
     for layer in layers:
-        data = deep_merge(data, {k: v for k, v in layer.items() if k != "extends"})
+        data = deep_merge(data, {k: v for k, v in layer.items() if k not in ("extends", FORMAT_KEY)})
     path = directory / "scenario.yaml"
     _validate(path, data, layers[-1])
     site_dir = next((d / "site" for d in reversed(chain) if (d / "site" / "rke2" / "vars.yml").is_file()), None)
@@ -199,6 +230,55 @@ def _read(path: Path) -> dict[str, Any]:
     return raw
 
 
+def file_format(path: Path, raw: dict[str, Any]) -> int:
+    """The format one scenario file is written in: its `format`, else 1 (written before the key existed)."""
+    if FORMAT_KEY not in raw:
+        return 1
+    value = raw[FORMAT_KEY]
+    if type(value) is not int or value not in FORMATS:
+        raise ScenarioError(f"{path}: {FORMAT_KEY}: {value!r}, expected one of {list(FORMATS)} (the scenario format; "
+                            f"{CURRENT_FORMAT} is the current one, docs/scenarios.md \"Format changelog\")")
+    return value
+
+
+def format_problems(raw: dict[str, Any], fmt: int) -> list[str]:
+    """What one file (its own keys, before `extends` merges it) must change to be read in the current format: each key
+    format 2 removed or renamed with what replaces it, in any file; and, for a format 1 file, what it took from the
+    site. Empty when the file means the same in the current format."""
+    problems = [f"{where}: removed in scenario format 2; {fix}" for where, fix in _removed_keys(raw)]
+    if fmt == 1 and not raw.get("extends"):
+        problems.append(f"extends: absent, and a format 1 scenario without it took {', '.join(FORMAT_1_FROM_SITE)} from "
+                        "the site; format 2 takes them from the scenario: add 'extends: healthy' or write them")
+    if problems and fmt == 1:
+        said = f"{FORMAT_KEY}: 1" if FORMAT_KEY in raw else f"{FORMAT_KEY}: absent, so the file is read as format 1"
+        problems.append(f"{said} (the earliest): make the changes above and add '{FORMAT_KEY}: {CURRENT_FORMAT}' "
+                        "(docs/scenarios.md \"Format changelog\")")
+    return problems
+
+
+def _removed_keys(raw: dict[str, Any]) -> list[tuple[str, str]]:
+    """(where, what replaces it) of each key of REMOVED_IN_FORMAT_2 present in `raw`, in the table's order."""
+    found = []
+    for pattern, fix in REMOVED_IN_FORMAT_2.items():
+        *parents, key = pattern.split(".")
+        for where, node, mapping in _walk(raw, parents, "", None):
+            if key in mapping:
+                found.append((f"{where}{key}", fix.replace("{node}", node or "<name>")))
+    return found
+
+
+def _walk(mapping: Any, parts: list[str], where: str, node: str | None) -> list[tuple[str, str | None, dict[str, Any]]]:
+    """The mappings at `parts` below `mapping` ("*" = every node name) with their dotted place and the node's name."""
+    if not isinstance(mapping, dict):
+        return []
+    if not parts:
+        return [(where, node, mapping)]
+    head, rest = parts[0], parts[1:]
+    if head == "*":
+        return [hit for name, sub in mapping.items() for hit in _walk(sub, rest, f"{where}{name}.", str(name))]
+    return _walk(mapping.get(head), rest, f"{where}{head}.", node)
+
+
 def _image_problems(found: Any) -> list[str]:
     """`cluster.images`: image reference -> {arch: [amd64|arm64...], entrypoint, log}, or null to remove one."""
     if found is None:
@@ -222,8 +302,7 @@ def _image_problems(found: Any) -> list[str]:
 def _unknown(where: str, mapping: dict[str, Any], known: frozenset[str]) -> list[str]:
     out = []
     for key in sorted(set(mapping) - known):
-        hint = f" ({DERIVED[key]})" if key in DERIVED else f"; expected some of {sorted(known)}"
-        out.append(f"{where}.{key}: unknown key{hint}")
+        out.append(f"{where}.{key}: unknown key; expected some of {sorted(known)}")
     return out
 
 
