@@ -192,5 +192,6 @@ def test_a_full_disk_while_finishing_the_bundle_leaves_no_empty_or_partial_file(
     assert proc.returncode == 0, proc.stderr[-3000:]
     done = json.loads(proc.stdout)
     assert done["problems"] == [f"{name} not written (No space left on device)"
-                                for name in ("summary.html", "ctrf.json", "attestation.intoto.json", "MANIFEST.sha256")]
+                                for name in ("summary.html", "ctrf.json", "signing.json", "attestation.intoto.json",
+                                             "MANIFEST.sha256")]
     assert done["files"] == ["results.json"]

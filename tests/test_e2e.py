@@ -172,27 +172,40 @@ def test_the_suites_give_the_scenarios_expected_statuses_and_root_causes(scenari
     assert doc["run"]["simulated"] is True and doc["run"]["testbed"] == name
     # junit.xml (and the terminal, from the same report) says what results.json says of every test
     junit = junit_statuses(tmp_path / "reports" / "latest" / "junit.xml")
-    differ = {t["nodeid"]: (junit.get(t["nodeid"]), t["outcome"]) for r in doc["rules"] for t in r["tests"]
-              if junit.get(t["nodeid"]) != (t["outcome"], JUNIT_ELEMENT.get(t["outcome"]))}
-    assert differ == {}, f"{name}: junit dgxspark_status or element differs from results.json (junit, results)"
+    from pytest_dgxspark.report.rows import rows
+
+    shown = {nodeid: row.status for nodeid, row in rows(doc).items()}  # a recorded or waived rule's status, else own
+    differ = {t["nodeid"]: (junit.get(t["nodeid"]), shown[t["nodeid"]]) for r in doc["rules"] for t in r["tests"]
+              if junit.get(t["nodeid"]) != (shown[t["nodeid"]], JUNIT_ELEMENT.get(shown[t["nodeid"]]))}
+    assert differ == {}, f"{name}: junit dgxspark status or element differs from results.json (junit, results)"
+    # every derived file (report.html row by row and its header, junit.xml, summary.html, ctrf.json) agrees with it
+    from pytest_dgxspark.report.derived import all_problems
+
+    run_dir = (tmp_path / "reports" / "latest").resolve()
+    disagreements = {file: found for file, found in all_problems(run_dir, doc).items() if found}
+    assert disagreements == {}, f"{name}: derived files disagree with results.json"
+    assert (run_dir / "report.html").is_file() and (run_dir / "junit.xml").is_file()
     assert_torn_down(tmp_path)
 
 
-# results.json outcome -> the element of its junit testcase (none for passed and recorded)
+# results.json status of a test -> the element of its junit testcase (none for passed and recorded)
 JUNIT_ELEMENT = {"error": "error", "failed": "failure", "blocked": "skipped", "not-applicable": "skipped",
-                 "skipped": "skipped"}
+                 "skipped": "skipped", "waived": "skipped", "untested": "skipped"}
 
 
 def junit_statuses(path: Path) -> dict[str, tuple[str | None, str | None]]:
-    """nodeid -> (the dgxspark_status property of its junit testcase, the tag of its outcome element)."""
+    """nodeid -> (the test outcome its junit testcase's status line names, the tag of its outcome element)."""
     import xml.etree.ElementTree as ET
+
+    from pytest_dgxspark.report.junitagree import STATUS_PREFIX
 
     found = {}
     for case in ET.parse(path).getroot().iter("testcase"):
-        props = {p.get("name"): p.get("value") for p in case.iter("property")}
+        line = next((o.text for o in case.iter("system-out") if (o.text or "").startswith(STATUS_PREFIX)), "")
+        status = line[len(STATUS_PREFIX):].split(";")[0] or None
         element = next((c.tag for c in case if c.tag in ("failure", "error", "skipped")), None)
         path_part, _, rest = (case.get("classname") or "").rpartition(".")
-        found[f"{path_part.replace('.', '/')}/{rest}.py::{case.get('name')}"] = (props.get("dgxspark_status"), element)
+        found[f"{path_part.replace('.', '/')}/{rest}.py::{case.get('name')}"] = (status, element)
     return found
 
 

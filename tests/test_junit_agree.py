@@ -1,11 +1,17 @@
 """junit.xml writes each test's results.json status as its element: a target fault met in a check's call phase is an
-<error>, never a <failure>; a fixture's own judgement in setup is a <failure>, never an <error>; the counts follow."""
+<error>, never a <failure>; a fixture's own judgement in setup is a <failure>, never an <error>; the counts follow;
+the file validates against the common JUnit schema (Jenkins' junit-10.xsd: no per-testcase properties) and still
+carries each test's status (the element's type and a system-out line)."""
 from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
 
-from pytest_dgxspark.report.junitagree import agree
+from pathlib import Path
+
+import pytest
+
+from pytest_dgxspark.report.junitagree import STATUS_PREFIX, agree, disagreements
 from tests.pytester_args import SITE_ARGS, SSH_FAULT
 
 SUITE = (
@@ -25,10 +31,11 @@ SUITE = (
 
 
 def junit_cases(path) -> dict[str, tuple[str | None, str | None, str | None]]:
-    """testcase name -> (its dgxspark_status, the tag of its outcome element, that element's message)."""
+    """testcase name -> (its dgxspark status line's status, the tag of its outcome element, that element's message)."""
     found = {}
     for case in ET.parse(path).getroot().iter("testcase"):
-        status = next((p.get("value") for p in case.iter("property") if p.get("name") == "dgxspark_status"), None)
+        status = next((o.text[len(STATUS_PREFIX):].split(";")[0] for o in case.iter("system-out")
+                       if (o.text or "").startswith(STATUS_PREFIX)), None)
         outcome = next((c for c in case if c.tag in ("failure", "error", "skipped")), None)
         found[case.get("name")] = (status, None if outcome is None else outcome.tag,
                                    None if outcome is None else outcome.get("message"))
@@ -60,15 +67,38 @@ def test_junit_elements_follow_the_results_json_status_of_every_test(pytester, s
     assert f"{hashlib.sha256((run / 'junit.xml').read_bytes()).hexdigest()}  junit.xml" in manifest
 
 
-def test_a_junit_file_that_already_agrees_is_left_as_it_is(tmp_path):
-    path = tmp_path / "junit.xml"
-    text = ('<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest" errors="1" failures="0" '
-            'skipped="0" tests="1"><testcase classname="suites.host.test_host" name="test_x"><properties>'
-            '<property name="dgxspark_status" value="error" /></properties><error message="m">m</error></testcase>'
-            '</testsuite></testsuites>')
-    path.write_text(text)
-    assert agree(path) == 0
-    assert path.read_text() == text
+SCHEMA = Path(__file__).parent / "data" / "junit-jenkins.xsd"
+
+
+def test_the_bundles_junit_xml_validates_against_the_common_junit_schema_and_says_each_status(pytester, suite):
+    lxml = pytest.importorskip("lxml.etree")
+    suite("all", SUITE)
+    pytester.runpytest(*SITE_ARGS)
+    run = pytester.path / "out" / "latest"
+    schema = lxml.XMLSchema(lxml.parse(str(SCHEMA)))
+    assert schema.validate(lxml.parse(str(run / "junit.xml"))), schema.error_log
+    assert disagreements(run) == []
+    case = next(c for c in ET.parse(run / "junit.xml").getroot().iter("testcase") if c.get("name") == "test_reach")
+    assert [(c.tag, c.get("type")) for c in case if c.tag != "system-out"] == [("error", "error")]
+    assert case.find("system-out").text == "dgxspark status: error; rule ADR-0002.host-static-ip: error"
+    # pytest's own file (per-testcase properties, file/line attributes) is what the schema refuses
+    (run / "junit.xml").write_text(
+        '<testsuites><testsuite name="p" tests="1" failures="0" errors="0"><testcase name="t" file="x.py" line="3">'
+        '<properties><property name="rule" value="r"/></properties></testcase></testsuite></testsuites>')
+    assert not schema.validate(lxml.parse(str(run / "junit.xml")))
+
+
+def test_a_junit_file_that_disagrees_with_results_json_is_named_by_test(pytester, suite):
+    suite("all", SUITE)
+    pytester.runpytest(*SITE_ARGS)
+    run = pytester.path / "out" / "latest"
+    tree = ET.parse(run / "junit.xml")
+    element = next(c for c in tree.getroot().iter("error"))
+    element.tag, _ = "failure", element.set("type", "failed")
+    tree.write(run / "junit.xml")
+    found = disagreements(run)
+    assert any("outcome elements [('failure', 'failed')], results.json (error) calls for [('error', 'error')]" in p
+               for p in found), found
 
 
 def test_a_junit_file_that_cannot_be_rewritten_is_kept_and_the_run_says_so(pytester, suite, monkeypatch):
@@ -82,8 +112,8 @@ def test_a_junit_file_that_cannot_be_rewritten_is_kept_and_the_run_says_so(pytes
 
     monkeypatch.setattr(junitagree, "write_atomic", full)  # pytester runs in this process
     result = pytester.runpytest(*SITE_ARGS)
-    result.stdout.fnmatch_lines(["dgxspark bundle: junit.xml kept as pytest wrote it (<failure>/<error> by phase, the "
-                                 "dgxspark_status property is right): [[]Errno 28[]] No space left on device"])
-    cases = junit_cases(pytester.path / "out" / "latest" / "junit.xml")
-    assert cases["test_reach"][:2] == ("error", "failure")  # pytest's file, unchanged
-    assert json.loads((pytester.path / "out" / "latest" / "results.json").read_text())["verdict"] == "REJECTED"
+    result.stdout.fnmatch_lines(["dgxspark bundle ERROR: junit.xml kept as pytest wrote it, not brought in line with "
+                                 "results.json: [[]Errno 28[]] No space left on device"])
+    run = pytester.path / "out" / "latest"
+    assert disagreements(run) != []  # pytest's file, unchanged: verify says so
+    assert json.loads((run / "results.json").read_text())["verdict"] == "REJECTED"

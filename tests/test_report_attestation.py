@@ -1,6 +1,8 @@
 """attestation.intoto.json: an in-toto Statement v1 (test-result v0.1) over every bundle file, checked by verify."""
 from __future__ import annotations
 
+from pytest_dgxspark.report.attestation import read_envelope
+
 import json
 from pathlib import Path
 
@@ -12,12 +14,13 @@ from pytest_dgxspark.report.attestation import (
     PREDICATE_TYPE,
     STATEMENT_TYPE,
     check_attestation,
+    envelope,
     result_of,
     rule_lists,
     write_attestation,
 )
 from pytest_dgxspark.report.bundle import finish_bundle
-from pytest_dgxspark.report.example import example_results, write_example_bundle
+from pytest_dgxspark.report.example import example_results, write_example_bundle, write_pytest_files
 from pytest_dgxspark.report.manifest import bundle_files, sha256_file, write_manifest
 
 FAULT = {"ADR-0002.host-nvml": "failed", "ADR-0002.allocatable": "blocked", "ADR-0002.image-mirror": "waived"}
@@ -27,13 +30,13 @@ FAULT = {"ADR-0002.host-nvml": "failed", "ADR-0002.allocatable": "blocked", "ADR
 def finished(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setattr(bundle_module, "chromium", lambda: None)
     run_dir = write_example_bundle(tmp_path / "20260105T010203Z-0a1b", example_results(statuses=FAULT))
-    (run_dir / "junit.xml").write_text("<testsuites/>", encoding="utf-8")
+    write_pytest_files(run_dir, example_results(statuses=FAULT))
     assert finish_bundle(run_dir, "both").problems == ()
     return run_dir
 
 
 def _statement(run_dir: Path) -> dict:
-    return json.loads((run_dir / "attestation.intoto.json").read_text(encoding="utf-8"))
+    return read_envelope(run_dir)[1]
 
 
 def test_the_statement_names_every_bundle_file_with_its_sha256_and_the_test_result_predicate(finished: Path) -> None:
@@ -54,7 +57,7 @@ def test_the_statement_names_every_bundle_file_with_its_sha256_and_the_test_resu
     catalog = [c for c in predicate["configuration"] if c["name"].startswith("pytest_dgxspark/catalog/")]
     assert [c["name"] for c in catalog] == ["pytest_dgxspark/catalog/adr-0001.yaml", "pytest_dgxspark/catalog/adr-0002.yaml"]
     assert all(len(c["digest"]["sha256"]) == 64 for c in catalog)
-    invocation = predicate["configuration"][-1]
+    invocation = predicate["configuration"][-2]
     assert invocation["name"] == "invocation" and invocation["annotations"]["site"] == "tirosh-home"
     assert invocation["annotations"]["simulated"] is True
 
@@ -70,7 +73,7 @@ def test_the_in_toto_projects_own_bindings_parse_the_statement_and_its_predicate
     Statement.copy_from_pb(proto).validate()  # type, subjects with digests, predicate type and object
     result = json_format.ParseDict(doc["predicate"], test_result_pb2.TestResult(), ignore_unknown_fields=False)
     assert result.result == "FAILED" and list(result.failed_tests) == ["ADR-0002.host-nvml", "ADR-0002.allocatable"]
-    assert len(result.configuration) == 3
+    assert len(result.configuration) == 4  # the catalog's two files, the invocation, the cluster's fingerprint
 
 
 @pytest.mark.parametrize(("verdict", "simulated", "changes", "expected"), [
@@ -117,7 +120,7 @@ def test_check_names_unattested_and_removed_files_and_a_result_that_is_not_the_v
     (finished / "junit.xml").unlink()
     statement = _statement(finished)
     statement["predicate"]["result"] = "PASSED"
-    path.write_text(json.dumps(statement), encoding="utf-8")
+    path.write_text(json.dumps(envelope(statement)), encoding="utf-8")
     assert check_attestation(finished) == [
         f"{path}: removed: junit.xml (attested, no longer in the bundle)",
         f"{path}: not attested: notes.txt",
@@ -127,9 +130,9 @@ def test_check_names_unattested_and_removed_files_and_a_result_that_is_not_the_v
 
 def test_check_refuses_a_malformed_statement_naming_each_problem(finished: Path) -> None:
     path = finished / "attestation.intoto.json"
-    path.write_text(json.dumps({"_type": "https://in-toto.io/Statement/v0.1", "subject": [{"name": "x", "digest": {"sha256": "ABC"}}],
+    path.write_text(json.dumps(envelope({"_type": "https://in-toto.io/Statement/v0.1", "subject": [{"name": "x", "digest": {"sha256": "ABC"}}],
                                 "predicateType": PREDICATE_TYPE,
-                                "predicate": {"result": "pass", "configuration": [], "failedTests": "all"}}),
+                                "predicate": {"result": "pass", "configuration": [], "failedTests": "all"}})),
                     encoding="utf-8")
     assert check_attestation(finished) == [
         f"{path}: _type is 'https://in-toto.io/Statement/v0.1', expected 'https://in-toto.io/Statement/v1'",
@@ -149,3 +152,36 @@ def test_re_attesting_keeps_the_runs_predicate_and_covers_new_files(finished: Pa
     after = _statement(finished)
     assert after["predicate"] == before["predicate"]
     assert "summary.pdf" in [s["name"] for s in after["subject"]]
+
+
+def test_the_attestation_is_a_dsse_envelope_the_in_toto_package_loads(finished: Path) -> None:
+    from in_toto.models.metadata import Envelope, Metadata
+
+    loaded = Metadata.load(str(finished / "attestation.intoto.json"))
+    assert isinstance(loaded, Envelope) and loaded.payload_type == "application/vnd.in-toto+json"
+    assert json.loads(loaded.payload) == _statement(finished)
+    assert loaded.signatures == {}  # an unsigned bundle: the envelope carries no signature
+
+
+def test_the_subjects_hold_the_site_inputs_and_the_predicate_the_clusters_fingerprint(tmp_path: Path,
+                                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bundle_module, "chromium", lambda: None)
+    results = example_results()
+    results["site_inputs"] = [{"path": "tirosh-home/inventory.yml", "sha256": "a" * 64}]
+    results["provenance"]["cluster"]["nodes"] = {"gpu-01": {"uid": "node-uid-1"}}
+    results["provenance"]["hosts"] = {"gpu-01": {"product_serial": "1234-SERIAL"}}
+    run_dir = write_example_bundle(tmp_path / "run", results)
+    write_pytest_files(run_dir, results)
+    assert finish_bundle(run_dir, "en").problems == ()
+    statement = _statement(run_dir)
+    assert statement["subject"][-1] == {"name": "site:tirosh-home/inventory.yml", "digest": {"sha256": "a" * 64}}
+    cluster = statement["predicate"]["configuration"][-1]
+    assert cluster == {"name": "cluster-fingerprint", "uri": "urn:dgxspark:cluster:5a1c2d3e-0000-4000-8000-00000000c1d5",
+                       "annotations": {"kubeSystemUid": "5a1c2d3e-0000-4000-8000-00000000c1d5",
+                                       "nodeUids": {"gpu-01": "node-uid-1"},
+                                       "machineSerials": {"gpu-01": "1234-SERIAL"}}}
+    assert check_attestation(run_dir) == []
+    results["site_inputs"][0]["sha256"] = "b" * 64  # results.json now names another inventory than was attested
+    (run_dir / "results.json").write_text(json.dumps(results), encoding="utf-8")
+    assert f"{run_dir / 'attestation.intoto.json'}: its site subjects differ from the site inputs of results.json" \
+        in check_attestation(run_dir)

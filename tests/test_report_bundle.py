@@ -12,7 +12,8 @@ from pytest_dgxspark.report import bundle as bundle_module
 from pytest_dgxspark.report import cli
 from pytest_dgxspark.report.attestation import write_attestation
 from pytest_dgxspark.report.bundle import finish_bundle
-from pytest_dgxspark.report.example import example_results, write_example_bundle
+from pytest_dgxspark.report.example import example_results, write_example_bundle, write_pytest_files
+from pytest_dgxspark.report.attestation import read_envelope, write_attestation
 from pytest_dgxspark.report.manifest import check_manifest, read_manifest, sha256_file, write_manifest
 from pytest_dgxspark.report.signing import key_problem
 
@@ -29,8 +30,7 @@ def no_chromium(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def bundle(tmp_path: Path, no_chromium: None) -> Path:
     run_dir = write_example_bundle(tmp_path / "20260105T010203Z-0a1b", example_results())
-    (run_dir / "report.html").write_text("<html>pytest-html</html>", encoding="utf-8")
-    (run_dir / "junit.xml").write_text("<testsuites/>", encoding="utf-8")
+    write_pytest_files(run_dir, example_results())
     outcome = finish_bundle(run_dir, "both")
     assert outcome.problems == ()
     assert outcome.notes == (f"summary.pdf not written: chromium is not installed (Debian: apt-get install chromium); "
@@ -63,14 +63,33 @@ def test_the_manifest_is_in_sha256sum_check_format(bundle: Path) -> None:
     assert done.stdout.count(": OK") == len(read_manifest(bundle))
 
 
-def test_verify_passes_on_a_fresh_bundle(bundle: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["verify", str(bundle)]) == 0
-    out = capsys.readouterr().out.splitlines()
-    assert out == [f"manifest OK: 36 files in {bundle} match MANIFEST.sha256",
-                   "attestation OK: attestation.intoto.json (in-toto Statement v1, test-result v0.1) attests every "
-                   "file and agrees with results.json",
-                   "ctrf OK: ctrf.json holds the tests of results.json",
-                   f"no summary.pdf in this bundle (dgxspark-report pdf {bundle} prints it)"]
+def test_verify_without_a_trust_anchor_prints_what_the_bundle_says_and_exits_unverified(
+        bundle: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(bundle.parent)  # no sites/tirosh-home/allowed_signers here
+    assert cli.main(["verify", str(bundle)]) == 3
+    captured = capsys.readouterr()
+    out = captured.out.splitlines()
+    assert out[:5] == [f"bundle:    {bundle}",
+                       "run id:    20260105T010203Z-0a1b  (site tirosh-home, started 2026-01-05T01:02:03+00:00)",
+                       "verdict:   INCOMPLETE", "scope:     full (every rule)",
+                       "SIMULATED: yes — a testbed (never a handover acceptance)"]
+    assert "signing:   unsigned — no signing key was given (--dgxspark-sign KEY)" in out
+    assert f"manifest OK: {len(read_manifest(bundle))} files in {bundle} match MANIFEST.sha256" in out
+    for name in ("summary.html", "ctrf.json", "junit.xml", "report.html"):
+        assert f"{name} OK: agrees with results.json" in out
+    assert captured.err.startswith("UNVERIFIED: the files agree with each other, but nothing says who made them: "
+                                   "no --allowed-signers given and no sites/tirosh-home/allowed_signers in ")
+
+
+def test_the_sites_allowed_signers_is_the_trust_anchor_when_none_is_given(
+        bundle: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    site = bundle.parent / "sites" / "tirosh-home"
+    site.mkdir(parents=True)
+    (site / "allowed_signers").write_text("", encoding="utf-8")
+    monkeypatch.chdir(bundle.parent)
+    assert cli.main(["verify", str(bundle)]) == 1  # an unsigned bundle against the site's anchor
+    assert f"{bundle / 'MANIFEST.sha256.sig'}: the bundle is unsigned (signing.json: no signing key was given " \
+           "(--dgxspark-sign KEY))" in capsys.readouterr().err
 
 
 def test_verify_fails_after_a_one_byte_change(bundle: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -80,7 +99,7 @@ def test_verify_fails_after_a_one_byte_change(bundle: Path, capsys: pytest.Captu
     target.write_bytes(bytes(data))
     assert cli.main(["verify", str(bundle)]) == 1
     err = capsys.readouterr().err
-    assert f"manifest FAILED: {bundle} does not match MANIFEST.sha256:" in err
+    assert f"manifest FAILED:\n  {bundle} does not match MANIFEST.sha256:" in err
     assert "  changed: results.json" in err
     assert f"  {bundle / 'attestation.intoto.json'}: changed: results.json (its sha256 differs from the attested digest)" in err
 
@@ -101,7 +120,10 @@ def test_verify_fails_after_a_removed_and_an_added_file_listing_each(bundle: Pat
 
 def test_verify_of_a_directory_without_manifest_fails_naming_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["verify", str(tmp_path)]) == 1
-    assert f"FAILED: {tmp_path / 'MANIFEST.sha256'}: no MANIFEST.sha256 in this directory" in capsys.readouterr().err
+    assert f"FAILED: {tmp_path / 'results.json'}: cannot be read" in capsys.readouterr().err
+    (tmp_path / "results.json").write_text(json.dumps(example_results()), encoding="utf-8")
+    assert cli.main(["verify", str(tmp_path)]) == 1
+    assert f"manifest FAILED:\n  {tmp_path / 'MANIFEST.sha256'}: no MANIFEST.sha256 in this directory" in capsys.readouterr().err
     assert cli.main(["verify", str(tmp_path / "absent")]) == 2
 
 
@@ -124,7 +146,7 @@ def test_a_sealed_bundle_keeps_its_summary_when_another_language_is_asked_and_st
     assert (bundle / "summary.html").read_bytes() == before
     assert cli.main(["summary", str(bundle), "--lang", "both"]) == 0
     assert capsys.readouterr().out == f"{bundle / 'summary.html'} is already this rendering (lang both); the bundle is unchanged\n"
-    assert cli.main(["verify", str(bundle)]) == 0
+    assert cli.main(["verify", str(bundle)]) == 3  # consistent, no trust anchor: UNVERIFIED
 
 
 def test_a_directory_without_a_manifest_gets_its_summary_rewritten_in_place(tmp_path: Path,
@@ -153,12 +175,12 @@ def test_finishing_without_results_json_reports_it_and_writes_nothing(tmp_path: 
 def test_a_broken_summary_is_reported_and_the_manifest_still_written(tmp_path: Path, no_chromium: None) -> None:
     (tmp_path / "results.json").write_text(json.dumps({"run": {}}), encoding="utf-8")
     outcome = finish_bundle(tmp_path)
-    assert outcome.written == ("attestation.intoto.json", "MANIFEST.sha256")
+    assert outcome.written == ("signing.json", "attestation.intoto.json", "MANIFEST.sha256")
     assert outcome.problems == ("summary.html not written: results.json lacks verdict, rules; "
                                 "the summary needs run, verdict and rules",
                                 "ctrf.json not written: results.json lacks verdict, rules; "
                                 "ctrf.json needs run, verdict and rules")
-    statement = json.loads((tmp_path / "attestation.intoto.json").read_text(encoding="utf-8"))
+    statement = read_envelope(tmp_path)[1]
     assert statement["predicate"]["result"] == "FAILED"
     assert json.loads((tmp_path / "results.json").read_text(encoding="utf-8")) == {"run": {}}
     assert check_manifest(tmp_path).ok
@@ -195,12 +217,14 @@ def test_a_signed_bundle_verifies_with_the_allowed_signers_and_fails_once_change
     monkeypatch.setattr(bundle_module, "chromium", lambda: None)
     outcome = finish_bundle(run_dir, "ko", key)
     assert outcome.problems == ()
-    assert outcome.written == ("summary.html", "ctrf.json", "attestation.intoto.json", "MANIFEST.sha256",
-                               "MANIFEST.sha256.sig")
+    assert outcome.written == ("summary.html", "ctrf.json", "signing.json", "attestation.intoto.json",
+                               "MANIFEST.sha256", "MANIFEST.sha256.sig")
     assert "MANIFEST.sha256.sig" not in read_manifest(run_dir)
 
     assert cli.main(["verify", str(run_dir), "--allowed-signers", str(allowed)]) == 0
-    assert "signature OK: MANIFEST.sha256.sig by engineer@vendor.example" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "signature OK: MANIFEST.sha256 and attestation.intoto.json (DSSE) signed by engineer@vendor.example" in out
+    assert "signer:    engineer@vendor.example (key SHA256:" in out and "\nsigned at: 20" in out
     assert cli.main(["verify", str(run_dir), "--allowed-signers", str(allowed),
                      "--identity", "engineer@vendor.example"]) == 0
     assert cli.main(["verify", str(run_dir), "--allowed-signers", str(allowed), "--identity", "someone@else"]) == 1
@@ -211,8 +235,9 @@ def test_a_signed_bundle_verifies_with_the_allowed_signers_and_fails_once_change
     assert cli.main(["verify", str(run_dir)]) == 1
     assert "attestation.intoto.json: changed: summary.html" in capsys.readouterr().err
     write_attestation(run_dir)
-    write_manifest(run_dir)  # ... and the attestation too
-    assert cli.main(["verify", str(run_dir)]) == 0
+    write_manifest(run_dir)  # ... and the attestation too: summary.html no longer says what results.json says
+    assert cli.main(["verify", str(run_dir)]) == 1
+    assert "summary.html FAILED:" in capsys.readouterr().err
     assert cli.main(["verify", str(run_dir), "--allowed-signers", str(allowed)]) == 1
     assert "signature FAILED" in capsys.readouterr().err
 
@@ -221,7 +246,7 @@ def test_a_signed_bundle_verifies_with_the_allowed_signers_and_fails_once_change
 def test_verify_with_allowed_signers_fails_on_an_unsigned_bundle(bundle: Path, signer: tuple[Path, Path],
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["verify", str(bundle), "--allowed-signers", str(signer[1])]) == 1
-    assert f"signature FAILED: {bundle / 'MANIFEST.sha256.sig'}: no signature in this bundle" in capsys.readouterr().err
+    assert f"signature FAILED:\n  {bundle / 'MANIFEST.sha256.sig'}: the bundle is unsigned" in capsys.readouterr().err
 
 
 @needs_ssh_keygen

@@ -1,6 +1,8 @@
 """End to end: drift between two testbed runs (healthy, then a fault scenario); the bundles verify and print."""
 from __future__ import annotations
 
+from pytest_dgxspark.report.attestation import read_envelope
+
 import json
 import os
 import re
@@ -35,7 +37,7 @@ def test_drift_between_a_healthy_and_a_fault_testbed_run(tmp_path: Path) -> None
     name = "device-plugin-crashloop"
     healthy_doc = _run(tmp_path / "a", "--testbed", "healthy")
     baseline = (tmp_path / "a" / "latest").resolve()
-    assert cli.main(["verify", str(baseline)]) == 0
+    assert cli.main(["verify", str(baseline)]) == 3  # consistent, no trust anchor: UNVERIFIED
     doc = _run(tmp_path / "b", "--testbed", name, "--dgxspark-baseline", str(baseline), "--dgxspark-operator", "CI")
     before = {r["id"]: r["status"] for r in healthy_doc["rules"]}
     after = {r["id"]: r["status"] for r in doc["rules"]}
@@ -45,10 +47,10 @@ def test_drift_between_a_healthy_and_a_fault_testbed_run(tmp_path: Path) -> None
     assert doc["drift"]["baseline"] == {**doc["drift"]["baseline"], "run_id": healthy_doc["run"]["id"],
                                         "integrity": "verified"}
     run_dir = (tmp_path / "b" / "latest").resolve()
-    assert cli.main(["verify", str(run_dir)]) == 0
+    assert cli.main(["verify", str(run_dir)]) == 3  # consistent, no trust anchor: UNVERIFIED
     summary = (run_dir / "summary.html").read_text(encoding="utf-8")
     assert '<section id="drift">' in summary and "SIMULATED" in summary
-    statement = json.loads((run_dir / "attestation.intoto.json").read_text(encoding="utf-8"))
+    statement = read_envelope(run_dir)[1]
     assert statement["predicate"]["result"] == "FAILED" and "ADR-0002.operator-components" in statement["predicate"]["failedTests"]
     ctrf = json.loads((run_dir / "ctrf.json").read_text(encoding="utf-8"))
     assert ctrf["results"]["summary"]["tests"] == sum(len(r["tests"]) for r in doc["rules"])

@@ -1,6 +1,8 @@
 """summary.pdf: printed by headless Chromium with a timeout; `dgxspark-report pdf DIR` prints it later and re-seals."""
 from __future__ import annotations
 
+from pytest_dgxspark.report.attestation import read_envelope
+
 import json
 import shutil
 import subprocess
@@ -12,7 +14,7 @@ from pytest_dgxspark.report import bundle as bundle_module
 from pytest_dgxspark.report import cli
 from pytest_dgxspark.report import pdf as pdf_module
 from pytest_dgxspark.report.bundle import finish_bundle
-from pytest_dgxspark.report.example import example_results, write_example_bundle
+from pytest_dgxspark.report.example import example_results, write_example_bundle, write_pytest_files
 from pytest_dgxspark.report.manifest import read_manifest
 from pytest_dgxspark.report.pdf import PdfError, chromium, print_pdf
 
@@ -52,10 +54,10 @@ def test_a_bundle_finished_with_chromium_holds_the_pdf_in_manifest_and_attestati
     run_dir = write_example_bundle(tmp_path / "run", example_results())
     outcome = finish_bundle(run_dir, "en")
     assert outcome.problems == () and outcome.notes == ()
-    assert outcome.written == ("summary.html", "summary.pdf", "ctrf.json", "attestation.intoto.json", "MANIFEST.sha256")
+    assert outcome.written == ("summary.html", "summary.pdf", "ctrf.json", "signing.json", "attestation.intoto.json", "MANIFEST.sha256")
     assert (run_dir / "summary.pdf").read_bytes().startswith(b"%PDF-")
     assert "summary.pdf" in read_manifest(run_dir)
-    statement = json.loads((run_dir / "attestation.intoto.json").read_text(encoding="utf-8"))
+    statement = read_envelope(run_dir)[1]
     assert "summary.pdf" in [s["name"] for s in statement["subject"]]
     assert not list(run_dir.glob("*.tmp"))
 
@@ -63,11 +65,11 @@ def test_a_bundle_finished_with_chromium_holds_the_pdf_in_manifest_and_attestati
 @needs_chromium
 def test_pdf_prints_a_bundle_later_and_re_seals_it(unprinted: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["pdf", str(unprinted)]) == 0
-    assert capsys.readouterr().out == (f"wrote {unprinted / 'summary.pdf'}; re-sealed: attestation.intoto.json, "
+    assert capsys.readouterr().out == (f"wrote {unprinted / 'summary.pdf'}; re-sealed: signing.json, attestation.intoto.json, "
                                        "MANIFEST.sha256\n")
     assert "summary.pdf" in read_manifest(unprinted)
     assert (unprinted / "summary.pdf").stat().st_mode & 0o777 == 0o640
-    assert cli.main(["verify", str(unprinted)]) == 0
+    assert cli.main(["verify", str(unprinted)]) == 3  # consistent, no trust anchor: UNVERIFIED
 
 
 @needs_chromium
@@ -85,7 +87,7 @@ def test_pdf_of_a_signed_bundle_needs_the_key_and_re_signs_with_it(tmp_path: Pat
         "or -o FILE to print the PDF outside the bundle\n")
     assert not (run_dir / "summary.pdf").exists()
     assert cli.main(["pdf", str(run_dir), "--sign", str(key)]) == 0
-    assert "re-sealed: attestation.intoto.json, MANIFEST.sha256, MANIFEST.sha256.sig" in capsys.readouterr().out
+    assert "re-sealed: signing.json, attestation.intoto.json, MANIFEST.sha256, MANIFEST.sha256.sig" in capsys.readouterr().out
     assert cli.main(["verify", str(run_dir), "--allowed-signers", str(allowed)]) == 0
 
 
@@ -104,7 +106,7 @@ def test_pdf_to_another_file_leaves_the_bundle_as_it_is(unprinted: Path, tmp_pat
     target = tmp_path / "print.pdf"
     assert cli.main(["pdf", str(unprinted), "-o", str(target)]) == 0
     assert target.read_bytes().startswith(b"%PDF-") and not (unprinted / "summary.pdf").exists()
-    assert cli.main(["verify", str(unprinted)]) == 0
+    assert cli.main(["verify", str(unprinted)]) == 3  # consistent, no trust anchor: UNVERIFIED
 
 
 def test_pdf_without_chromium_says_how_to_get_it(unprinted: Path, monkeypatch: pytest.MonkeyPatch,
@@ -152,11 +154,11 @@ def test_a_failed_print_is_a_bundle_problem_and_the_rest_of_the_bundle_is_still_
     monkeypatch.setattr(bundle_module, "chromium", pdf_module.chromium)
     run_dir = write_example_bundle(tmp_path / "run", example_results())
     outcome = finish_bundle(run_dir, "en")
-    assert outcome.written == ("summary.html", "ctrf.json", "attestation.intoto.json", "MANIFEST.sha256")
+    assert outcome.written == ("summary.html", "ctrf.json", "signing.json", "attestation.intoto.json", "MANIFEST.sha256")
     assert len(outcome.problems) == 1
     assert outcome.problems[0].startswith("summary.pdf not written: ")
     assert outcome.problems[0].endswith("exited 133 without a PDF: Trace/breakpoint trap")
-    assert cli.main(["verify", str(run_dir)]) == 0
+    assert cli.main(["verify", str(run_dir)]) == 3  # consistent, no trust anchor: UNVERIFIED
 
 
 def test_verify_fails_on_a_summary_pdf_that_is_not_a_pdf(unprinted: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -167,7 +169,7 @@ def test_verify_fails_on_a_summary_pdf_that_is_not_a_pdf(unprinted: Path, capsys
     write_attestation(unprinted, keep_predicate=True)
     write_manifest(unprinted)
     assert cli.main(["verify", str(unprinted)]) == 1
-    assert f"pdf FAILED: {unprinted / 'summary.pdf'} is not a PDF" in capsys.readouterr().err
+    assert f"summary.pdf FAILED:\n  {unprinted / 'summary.pdf'}: not a PDF" in capsys.readouterr().err
 
 
 def test_a_summary_holding_a_secret_the_run_read_is_never_printed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

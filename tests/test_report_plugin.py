@@ -59,9 +59,9 @@ def test_a_run_writes_every_file_of_the_bundle(pytester: pytest.Pytester, suite)
     assert {"summary.pdf", "ctrf.json", "attestation.intoto.json"} <= set(read_manifest(run_dir))
     assert (run_dir / "summary.pdf").read_bytes().startswith(b"%PDF-")
     result.stdout.fnmatch_lines([f"dgxspark bundle: {run_dir} (summary.html, summary.pdf, ctrf.json, "
-                                 "attestation.intoto.json, MANIFEST.sha256)"])
+                                 "signing.json, attestation.intoto.json, MANIFEST.sha256)"])
     assert check_manifest(run_dir).ok
-    assert cli.main(["verify", str(run_dir)]) == 0
+    assert cli.main(["verify", str(run_dir)]) == 3  # consistent, no trust anchor: UNVERIFIED
     doc = json.loads((run_dir / "results.json").read_text(encoding="utf-8"))
     assert doc["run"]["operator"] == "Kim <Vendor>"
     assert doc["run"]["lang"] == "both"
@@ -84,13 +84,13 @@ def test_report_html_has_sortable_rule_layer_and_severity_columns_and_the_eviden
     assert "<script" in html  # pytest-html's own, self-contained
 
 
-def test_junit_xml_carries_the_rule_of_every_testcase(pytester: pytest.Pytester, suite) -> None:
+def test_junit_xml_carries_the_status_and_rule_of_every_testcase(pytester: pytest.Pytester, suite) -> None:
     _write(suite, fail=True)
     pytester.runpytest(*ARGS)
     tree = ET.parse(_run_dir(pytester) / "junit.xml")
-    rules = {case.get("name"): [p.get("value") for p in case.iter("property") if p.get("name") == "rule"]
-             for case in tree.iter("testcase")}
-    assert rules == {"test_driver_module_is_loaded": ["ADR-0002.host-driver"], "test_static_ip": ["ADR-0002.host-static-ip"]}
+    rules = {case.get("name"): [o.text for o in case.iter("system-out")] for case in tree.iter("testcase")}
+    assert rules == {"test_driver_module_is_loaded": ["dgxspark status: failed; rule ADR-0002.host-driver: failed"],
+                     "test_static_ip": ["dgxspark status: passed; rule ADR-0002.host-static-ip: passed"]}
 
 
 def test_html_and_junit_paths_given_by_the_user_are_kept(pytester: pytest.Pytester, suite) -> None:
@@ -174,12 +174,12 @@ def test_without_chromium_the_run_says_so_and_the_bundle_still_verifies(
     run_dir = _run_dir(pytester)
     assert not (run_dir / "summary.pdf").exists()
     result.stdout.fnmatch_lines([
-        f"dgxspark bundle: {run_dir} (summary.html, ctrf.json, attestation.intoto.json, MANIFEST.sha256)",
+        f"dgxspark bundle: {run_dir} (summary.html, ctrf.json, signing.json, attestation.intoto.json, MANIFEST.sha256)",
         f"dgxspark bundle: summary.pdf not written: chromium is not installed (Debian: apt-get install chromium); "
         f"render it later with dgxspark-report pdf {run_dir}",
     ])
     assert "dgxspark bundle ERROR" not in result.stdout.str()
-    assert cli.main(["verify", str(run_dir)]) == 0
+    assert cli.main(["verify", str(run_dir)]) == 3  # consistent, no trust anchor: UNVERIFIED
 
 
 def test_without_pytest_html_the_bundle_is_still_complete_and_verifies(pytester: pytest.Pytester, suite) -> None:
@@ -188,4 +188,4 @@ def test_without_pytest_html_the_bundle_is_still_complete_and_verifies(pytester:
     run_dir = _run_dir(pytester)
     assert not (run_dir / "report.html").exists()
     assert (run_dir / "summary.html").is_file() and (run_dir / "junit.xml").is_file()
-    assert cli.main(["verify", str(run_dir)]) == 0
+    assert cli.main(["verify", str(run_dir)]) == 3  # consistent, no trust anchor: UNVERIFIED

@@ -1,4 +1,4 @@
-"""dgxspark-report: verify a bundle (manifest, attestation, CTRF, signature), re-render its summary, print its PDF."""
+"""dgxspark-report: verify a bundle against a trust anchor, re-render its summary, print its PDF."""
 from __future__ import annotations
 
 import argparse
@@ -8,14 +8,12 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from pytest_dgxspark.report.attestation import check_attestation
 from pytest_dgxspark.report.bundle import seal
-from pytest_dgxspark.report.ctrf import check_ctrf
 from pytest_dgxspark.report.manifest import MANIFEST, SIGNATURE, ManifestError, check_manifest
 from pytest_dgxspark.report.messages import LANGS
 from pytest_dgxspark.report.pdf import PDF, PdfError, print_pdf
 from pytest_dgxspark.report.results import write_atomic
-from pytest_dgxspark.report.signing import SigningError, key_problem, verify_signature
+from pytest_dgxspark.report.signing import key_problem
 from pytest_dgxspark.report.summary import SummaryError, render_summary, write_summary
 
 OK, FAILED, USAGE = 0, 1, 2
@@ -24,12 +22,17 @@ OK, FAILED, USAGE = 0, 1, 2
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dgxspark-report", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
-    verify = commands.add_parser("verify", help="check MANIFEST.sha256 (and the signature with --allowed-signers)")
+    verify = commands.add_parser(
+        "verify", help="verify a bundle against a trust anchor: signatures, files, and every derived file against "
+                       "results.json (exit 0 VERIFIED, 1 FAILED, 3 UNVERIFIED: no trust anchor)")
     verify.add_argument("dir", type=Path, help="the bundle directory (reports/<run-id>)")
     verify.add_argument("--allowed-signers", type=Path, metavar="FILE",
                         help='ssh allowed_signers file: <identity> namespaces="dgxspark-report" <key>')
     verify.add_argument("--identity", metavar="ID",
                         help="the signer's identity in FILE (default: whichever listed key made the signature)")
+    verify.add_argument("--site", type=Path, metavar="DIR",
+                        help="the site folder whose allowed_signers is the trust anchor (default: "
+                             "sites/<the run's site>/allowed_signers under the current directory)")
     summary = commands.add_parser("summary", help="re-render summary.html from results.json")
     summary.add_argument("dir", type=Path, help="the bundle directory (reports/<run-id>)")
     summary.add_argument("--lang", choices=LANGS, help="ko, en or both (default: the run's own)")
@@ -45,55 +48,11 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _check(name: str, problems: list[str], ok_line: str) -> int:
-    if not problems:
-        print(ok_line)
-        return OK
-    print(f"{name} FAILED:", file=sys.stderr)
-    for line in problems:
-        print(f"  {line}", file=sys.stderr)
-    return FAILED
+def verify(directory: Path, allowed_signers: Path | None, identity: str | None, site: Path | None = None) -> int:
+    """The verifier (verifier.py): 0 VERIFIED, 1 FAILED, 3 UNVERIFIED (no trust anchor)."""
+    from pytest_dgxspark.report.verifier import verify as run_verify
 
-
-def verify(directory: Path, allowed_signers: Path | None, identity: str | None) -> int:
-    """Print the outcome of checking the bundle; 0 when manifest (and signature, if asked) hold."""
-    try:
-        check = check_manifest(directory)
-    except ManifestError as exc:
-        print(f"FAILED: {exc}", file=sys.stderr)
-        return FAILED
-    status = OK
-    if check.ok:
-        print(f"manifest OK: {check.checked} files in {directory} match MANIFEST.sha256")
-    else:
-        status = FAILED
-        print(f"manifest FAILED: {directory} does not match MANIFEST.sha256:", file=sys.stderr)
-        for line in check.problems():
-            print(f"  {line}", file=sys.stderr)
-    status = max(status, _check("attestation", check_attestation(directory),
-                                "attestation OK: attestation.intoto.json (in-toto Statement v1, test-result v0.1) "
-                                "attests every file and agrees with results.json"))
-    status = max(status, _check("ctrf", check_ctrf(directory), "ctrf OK: ctrf.json holds the tests of results.json"))
-    printed = directory / PDF
-    if not printed.is_file():
-        print(f"no {PDF} in this bundle (dgxspark-report pdf {directory} prints it)")
-    elif not printed.read_bytes()[:5] == b"%PDF-":
-        print(f"pdf FAILED: {printed} is not a PDF", file=sys.stderr)
-        status = FAILED
-    if allowed_signers is None:
-        if (directory / SIGNATURE).is_file():
-            print(f"signature present, not checked (give --allowed-signers FILE to check {SIGNATURE})")
-        return status
-    try:
-        signature = verify_signature(directory, allowed_signers, identity)
-    except SigningError as exc:
-        print(f"signature FAILED: {exc}", file=sys.stderr)
-        return FAILED
-    if signature.ok:
-        print(f"signature OK: {SIGNATURE} by {signature.identity} ({signature.message})")
-        return status
-    print(f"signature FAILED: {signature.message}", file=sys.stderr)
-    return FAILED
+    return run_verify(directory, allowed_signers, identity, site)
 
 
 def summary(directory: Path, lang: str | None, output: Path | None) -> int:
@@ -185,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"dgxspark-report {args.command}: {args.dir} is not a directory", file=sys.stderr)
         return USAGE
     if args.command == "verify":
-        return verify(args.dir, args.allowed_signers, args.identity)
+        return verify(args.dir, args.allowed_signers, args.identity, args.site)
     if args.command == "pdf":
         return pdf(args.dir, args.sign, args.output)
     return summary(args.dir, args.lang, args.output)

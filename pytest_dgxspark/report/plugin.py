@@ -4,7 +4,6 @@ The options are resolved and checked with the rest of the run plan (plan.py); th
 """
 from __future__ import annotations
 
-import os
 import sys
 from typing import Any
 
@@ -17,7 +16,6 @@ from pytest_dgxspark.report.drift import compute_drift
 from pytest_dgxspark.report.messages import LANGS
 
 bundle_key = pytest.StashKey[bool]()
-junit_kept_key = pytest.StashKey[str]()  # why junit.xml could not be brought in line with results.json
 # Options after which pytest does not run tests: no bundle then.
 _NO_RUN_OPTIONS = ("help", "version", "collectonly", "markers", "showfixtures", "show_fixtures_per_test",
                    "dgxspark_rules")
@@ -89,24 +87,11 @@ def pytest_dgxspark_results(config: pytest.Config, results: dict[str, Any]) -> N
     run = results.setdefault("run", {})
     run["operator"] = plan.operator
     run["lang"] = plan.lang
+    from pytest_dgxspark.report.inputs import identity, site_inputs
+
+    results["site_inputs"] = site_inputs(plan.site.root)
+    results["identity"] = identity(plan.site.root)
     results["drift"] = compute_drift(plan.baseline, results) if plan.baseline is not None else None
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    """After junitxml wrote junit.xml (trylast): its <error>/<failure> elements follow results.json's statuses."""
-    config = session.config
-    if config.stash.get(bundle_key, False) and getattr(config.option, "xmlpath", None):
-        from pathlib import Path
-
-        from pytest_dgxspark.report.junitagree import agree
-
-        path = Path(os.path.expandvars(os.path.expanduser(config.option.xmlpath)))
-        try:
-            agree(path)
-        except (OSError, SyntaxError) as exc:  # a full disk, or a file junitxml did not finish: it stays as written
-            config.stash[junit_kept_key] = (f"{path.name} kept as pytest wrote it (<failure>/<error> by phase, the "
-                                            f"dgxspark_status property is right): {exc}")
 
 
 @pytest.hookimpl(trylast=True)
@@ -128,8 +113,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         _say(config, f"dgxspark bundle: {note}", red=False)
     for problem in outcome.problems:
         _say(config, f"dgxspark bundle ERROR: {problem}", red=True)
-    if junit_kept_key in config.stash:
-        _say(config, f"dgxspark bundle: {config.stash[junit_kept_key]}", red=True)
+    if plan.sign_key is not None and outcome.unsigned is not None:
+        _say(config, f"dgxspark: BUNDLE UNSIGNED: {outcome.unsigned}", red=True)
     if outcome.problems:
         # a file that could not be written is an error of the run, never "written": the last line and the exit say so
         verdict = config.stash[results_key].get("verdict", "INCOMPLETE")

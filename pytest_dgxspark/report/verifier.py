@@ -1,0 +1,178 @@
+"""dgxspark-report verify: a verifier, not a checksum. It needs a trust anchor (an allowed_signers file), checks the
+manifest's and the attestation's signatures against it, the manifest against the files, and every derived file's
+facts against results.json; it prints what the bundle says (verdict, scope, SIMULATED, run id, signer, signing time).
+
+Exit: 0 VERIFIED; 1 FAILED (a file, a signature or a derived fact does not hold); 3 UNVERIFIED (nothing failed, but
+no trust anchor was given or found, so nothing says who made the bundle).
+"""
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from pytest_dgxspark.report import derived
+from pytest_dgxspark.report.attestation import ATTESTATION, armored, check_attestation, pae, read_envelope
+from pytest_dgxspark.report.manifest import MANIFEST, SIGNATURE, ManifestError, check_manifest
+from pytest_dgxspark.report.signing import (SIGNING, SigningError, principals, signature_fingerprint, verify_bytes,
+                                            verify_signature)
+
+OK, FAILED, UNVERIFIED = 0, 1, 3
+ANCHOR = "allowed_signers"
+_SITE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def trust_anchor(results: dict[str, Any], given: Path | None, site: Path | None) -> tuple[Path | None, str]:
+    """The allowed_signers file to trust and where it came from: --allowed-signers, else --site DIR/allowed_signers,
+    else sites/<run.site>/allowed_signers under the current directory (the site repository the verifier keeps)."""
+    if given is not None:
+        return given, "--allowed-signers"
+    if site is not None:
+        return (site / ANCHOR, "--site") if (site / ANCHOR).is_file() else (None, f"--site {site}: no {ANCHOR} there")
+    name = str((results.get("run") or {}).get("site") or "")
+    if _SITE_NAME.match(name) and (Path("sites") / name / ANCHOR).is_file():
+        return Path("sites") / name / ANCHOR, f"the site repository (sites/{name})"
+    return None, f"no --allowed-signers given and no sites/{name or '<site>'}/{ANCHOR} in {Path.cwd()}"
+
+
+def _scope(results: dict[str, Any]) -> str:
+    from pytest_dgxspark.report.summary import _scope as summary_scope
+
+    scope = summary_scope(results)
+    if scope is None:
+        return "full (every rule)"
+    unverified = f" (unverified prerequisites: {', '.join(scope['unverified'])})" if scope["unverified"] else ""
+    return f"{scope['label']}{unverified}"
+
+
+def _internal(results: dict[str, Any]) -> list[str]:
+    """results.json against itself: its counts are its rules' statuses."""
+    tally: dict[str, int] = {}
+    for rule in results.get("rules") or []:
+        tally[str(rule.get("status"))] = tally.get(str(rule.get("status")), 0) + 1
+    counts = {str(k): v for k, v in (results.get("counts") or {}).items() if v}
+    return [] if counts == tally else [f"results.json: counts {counts} are not its rules' statuses {tally}"]
+
+
+class _Out:
+    def __init__(self) -> None:
+        self.failed: list[str] = []
+
+    def say(self, line: str) -> None:
+        print(line)
+
+    def fail(self, what: str, problems: list[str]) -> None:
+        print(f"{what} FAILED:", file=sys.stderr)
+        for line in problems:
+            print(f"  {line}", file=sys.stderr)
+        self.failed.append(what)
+
+
+def _signature(out: _Out, directory: Path, anchor: Path, identity: str | None, signing: dict[str, Any]) -> None:
+    """The manifest's signature and the attestation's DSSE signature, by one identity of the anchor, and signing.json's
+    key that same key."""
+    if not (directory / SIGNATURE).is_file():
+        out.fail("signature", [f"{directory / SIGNATURE}: the bundle is unsigned"
+                               f" ({SIGNING}: {signing.get('reason') or signing.get('state') or 'missing'})"])
+        return
+    try:
+        check = verify_signature(directory, anchor, identity)
+    except (SigningError, OSError) as exc:
+        out.fail("signature", [str(exc)])
+        return
+    if not check.ok:
+        out.fail("signature", [f"{SIGNATURE}: {check.message} (trust anchor {anchor})"])
+        return
+    key = signature_fingerprint((directory / SIGNATURE).read_text(encoding="ascii", errors="replace"))
+    out.say(f"signer:    {check.identity} (key {key}; trust anchor {anchor})")
+    out.say(f"signed at: {signing.get('signed_at') or 'not recorded'} (as {SIGNING} records it, inside the signed manifest)")
+    problems = []
+    if signing.get("state") != "signed" or signing.get("key") != key:
+        problems.append(f"{SIGNING} says state {signing.get('state')!r}, key {signing.get('key')!r}; the manifest is "
+                        f"signed by {key}")
+    try:
+        envelope, _ = read_envelope(directory)
+        sigs = envelope["signatures"]
+        data = pae(__import__("base64").b64decode(envelope["payload"]))
+        good = [s for s in sigs if isinstance(s, dict) and isinstance(s.get("sig"), str)
+                and check.identity in principals(armored(s["sig"]), anchor)
+                and verify_bytes(data, armored(s["sig"]), anchor, check.identity).ok]
+        if not good:
+            problems.append(f"{ATTESTATION}: no DSSE signature by {check.identity} verifies "
+                            f"({len(sigs)} signature(s) in the envelope)")
+    except (ValueError, OSError, KeyError, SigningError) as exc:
+        problems.append(f"{ATTESTATION}: its DSSE signature cannot be checked ({exc})")
+    if problems:
+        out.fail("signature", problems)
+    else:
+        out.say(f"signature OK: {MANIFEST} and {ATTESTATION} (DSSE) signed by {check.identity}")
+
+
+def verify(directory: Path, allowed_signers: Path | None, identity: str | None, site: Path | None = None) -> int:
+    """Print what the bundle says and whether it holds; OK, FAILED or UNVERIFIED."""
+    out = _Out()
+    try:
+        results = derived.load_results(directory)
+    except (OSError, ValueError) as exc:
+        print(f"FAILED: {directory / 'results.json'}: cannot be read ({exc})", file=sys.stderr)
+        return FAILED
+    run = results.get("run") or {}
+    out.say(f"bundle:    {directory}")
+    out.say(f"run id:    {run.get('id')}  (site {run.get('site')}, started {run.get('started')})")
+    out.say(f"verdict:   {results.get('verdict')}")
+    out.say(f"scope:     {_scope(results)}")
+    simulated = run.get("simulated")
+    out.say(f"SIMULATED: {'yes — ' + str((run.get('simulated_by') or ['a testbed'])[0]) if simulated else 'no'}"
+            + (" (never a handover acceptance)" if simulated else ""))
+    try:
+        signing = json.loads((directory / SIGNING).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        signing = {}
+    if signing.get("state") == "unsigned":
+        out.say(f"signing:   unsigned — {signing.get('reason')}")
+    try:
+        check = check_manifest(directory)
+    except ManifestError as exc:
+        out.fail("manifest", [str(exc)])
+        check = None
+    if check is not None and check.ok:
+        out.say(f"manifest OK: {check.checked} files in {directory} match {MANIFEST}")
+    elif check is not None:
+        out.fail("manifest", [f"{directory} does not match {MANIFEST}:", *check.problems()])
+    anchor, source = trust_anchor(results, allowed_signers, site)
+    if anchor is not None and not anchor.is_file():
+        out.fail("trust anchor", [f"{source} {anchor}: no such file"])
+        anchor = None
+    elif anchor is not None:
+        _signature(out, directory, anchor, identity, signing)
+    problems = check_attestation(directory)
+    if problems:
+        out.fail("attestation", problems)
+    else:
+        out.say(f"attestation OK: {ATTESTATION} (DSSE, in-toto Statement v1, test-result v0.1) attests every file and "
+                "the site inputs of results.json, and agrees with it")
+    internal = _internal(results)
+    if internal:
+        out.fail("results.json", internal)
+    for name, found in derived.all_problems(directory, results).items():
+        if found:
+            out.fail(name, found)
+        elif name == "summary.pdf" and not (directory / name).is_file():
+            out.say(f"no {name} in this bundle (dgxspark-report pdf {directory} prints it)")
+        elif not (directory / name).is_file():
+            out.say(f"no {name} in this bundle")
+        else:
+            out.say(f"{name} OK: agrees with results.json")
+    if out.failed:
+        print(f"FAILED: {', '.join(dict.fromkeys(out.failed))} (verdict {results.get('verdict')} of {run.get('id')} "
+              "is not what this bundle proves)", file=sys.stderr)
+        return FAILED
+    if anchor is None:
+        print(f"UNVERIFIED: the files agree with each other, but nothing says who made them: {source}; give "
+              f"--allowed-signers FILE (the signers the site trusts) to verify", file=sys.stderr)
+        return UNVERIFIED
+    print(f"VERIFIED: {run.get('id')} says {results.get('verdict')}{' (SIMULATED)' if simulated else ''}, "
+          "signed by a trusted key, every file as signed and every derived file in agreement")
+    return OK

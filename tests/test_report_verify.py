@@ -1,0 +1,282 @@
+"""dgxspark-report verify is a verifier: every forgery of the handover audit fails it, a bundle without a trust anchor is
+UNVERIFIED (never 0), a signing step that fails exits non-zero and leaves the bundle saying it is unsigned, and the
+three-command check of docs/report.md holds without this project.
+
+Two real suite runs against the testbed, made once for the module: healthy (signed with a passphrase key and no
+terminal: the signing fails) and device-plugin-crashloop (signed); each test forges a copy of them.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_dgxspark.report import cli, htmlagree
+from pytest_dgxspark.report.attestation import ATTESTATION, envelope, read_envelope, write_attestation
+from pytest_dgxspark.report.bundle import finish_bundle
+from pytest_dgxspark.report.manifest import write_manifest
+from pytest_dgxspark.report.pdf import chromium
+from pytest_dgxspark.report.signing import sign_manifest
+from tests.conftest import REPO
+
+pytestmark = [
+    pytest.mark.skipif(not Path("/usr/sbin/sshd").exists(), reason="the testbed needs openssh-server"),
+    pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="ssh-keygen (openssh-client) is not installed"),
+]
+IDENTITY = "engineer@vendor.example"
+
+
+def _key(folder: Path, name: str, passphrase: str = "") -> Path:
+    key = folder / name
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", passphrase, "-C", name, "-f", str(key)], check=True)
+    return key
+
+
+def _run(report_dir: Path, scenario: str, key: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("DGXSPARK_PDF", "SSH_AUTH_SOCK", "DISPLAY", "SSH_ASKPASS")}
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "suites", "--testbed", scenario, "--report-dir", str(report_dir),
+         "-p", "no:cacheprovider", "-q", "--no-header", "--dgxspark-sign", str(key)],
+        cwd=REPO, capture_output=True, text=True, timeout=300, env=env,
+        stdin=subprocess.DEVNULL, start_new_session=True,  # no terminal to type a passphrase on
+    )
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    keys = tmp_path_factory.mktemp("keys")
+    good, locked, other = _key(keys, "id_good"), _key(keys, "id_locked", "a passphrase"), _key(keys, "id_other")
+    allowed = keys / "allowed_signers"
+    kind, blob = good.with_name("id_good.pub").read_text(encoding="utf-8").split()[:2]
+    allowed.write_text(f'{IDENTITY} namespaces="dgxspark-report" {kind} {blob}\n', encoding="utf-8")
+    runs = tmp_path_factory.mktemp("runs")
+    healthy = _run(runs / "healthy", "healthy", locked)
+    crash = _run(runs / "crash", "device-plugin-crashloop", good)
+    return {"allowed": allowed, "good": good, "other": other, "healthy": healthy, "crash": crash,
+            "healthy_dir": (runs / "healthy" / "latest").resolve(), "crash_dir": (runs / "crash" / "latest").resolve()}
+
+
+@pytest.fixture
+def crash(made: dict[str, Any], tmp_path: Path) -> Path:
+    """A fresh copy of the signed device-plugin-crashloop bundle to forge."""
+    assert made["crash"].returncode == 1, made["crash"].stdout[-3000:]
+    return Path(shutil.copytree(made["crash_dir"], tmp_path / made["crash_dir"].name))
+
+
+def _verify(run_dir: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, str, str]:
+    code = cli.main(["verify", str(run_dir), *extra])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def _reseal(run_dir: Path, key: Path | None) -> None:
+    """What a forger does after changing a file: attest it again, list it in the manifest again, sign with own key."""
+    write_attestation(run_dir, keep_predicate=True)
+    write_manifest(run_dir)
+    if key is not None:
+        sign_manifest(run_dir, key)
+    else:
+        (run_dir / "MANIFEST.sha256.sig").unlink(missing_ok=True)
+
+
+def test_a_signed_bundle_verifies_against_its_trust_anchor_and_prints_what_it_says(
+        made: dict[str, Any], crash: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _verify(crash, capsys, "--allowed-signers", str(made["allowed"]))
+    assert code == 0, err
+    run_id = json.loads((crash / "results.json").read_text())["run"]["id"]
+    lines = out.splitlines()
+    assert lines[1].startswith(f"run id:    {run_id}  (site tirosh-home, started ")
+    assert lines[2:5] == ["verdict:   REJECTED", "scope:     full (every rule)",
+                          "SIMULATED: yes — --testbed device-plugin-crashloop (never a handover acceptance)"]
+    assert f"signer:    {IDENTITY} (key SHA256:" in out and "\nsigned at: 20" in out
+    for name in ("summary.html", "ctrf.json", "junit.xml", "report.html") + (("summary.pdf",) if chromium() else ()):
+        assert f"{name} OK: agrees with results.json" in out
+    assert lines[-1].startswith(f"VERIFIED: {run_id} says REJECTED (SIMULATED)")
+
+
+def test_without_a_trust_anchor_verify_prints_unverified_and_exits_non_zero(
+        crash: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, out, err = _verify(crash, capsys)
+    assert code == 3
+    assert "verdict:   REJECTED" in out and "SIMULATED: yes" in out
+    assert err.startswith("UNVERIFIED: the files agree with each other, but nothing says who made them")
+
+
+def test_the_sites_allowed_signers_is_the_anchor_verify_finds(made: dict[str, Any], crash: Path, tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    site = tmp_path / "sites" / "tirosh-home"
+    site.mkdir(parents=True)
+    shutil.copy(made["allowed"], site / "allowed_signers")
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = _verify(crash, capsys)
+    assert code == 0 and "trust anchor sites/tirosh-home/allowed_signers" in out
+
+
+def test_a_signing_step_that_fails_exits_non_zero_and_the_bundle_says_unsigned(
+        made: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    proc, run_dir = made["healthy"], made["healthy_dir"]
+    assert proc.returncode == 9, proc.stdout[-3000:]  # ACCEPTED, but not signed: never 0
+    assert "dgxspark: BUNDLE UNSIGNED (exit 9): the attestation could not be signed: ssh-keygen -Y sign" in proc.stdout
+    signing = json.loads((run_dir / "signing.json").read_text())
+    assert signing["state"] == "unsigned" and "could not be signed" in signing["reason"]
+    assert not (run_dir / "MANIFEST.sha256.sig").exists()
+    assert read_envelope(run_dir)[0]["signatures"] == []
+    code, out, err = _verify(run_dir, capsys, "--allowed-signers", str(made["allowed"]))
+    assert code == 1 and "signing:   unsigned — the attestation could not be signed" in out
+    assert "the bundle is unsigned (signing.json: the attestation could not be signed" in err
+
+
+# The forgeries of the audit: each leaves a bundle consistent enough to pass a checksum, none passes verify.
+
+def test_forgery_the_accepted_summary_pdf_swapped_in_and_re_signed_by_another_key(
+        made: dict[str, Any], crash: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    if chromium() is None or shutil.which("pdftotext") is None:
+        pytest.skip("chromium or poppler-utils is not installed: no summary.pdf to swap")
+    shutil.copy(made["healthy_dir"] / "summary.pdf", crash / "summary.pdf")
+    _reseal(crash, made["other"])
+    code, _, err = _verify(crash, capsys, "--allowed-signers", str(made["allowed"]))
+    assert code == 1
+    assert "signature FAILED" in err and "made by no key listed in" in err
+    assert "summary.pdf FAILED:" in err and "page 1 says ACCEPTED, results.json says REJECTED" in err
+    code, _, err = _verify(crash, capsys)  # without the anchor the PDF still gives it away
+    assert code == 1 and "summary.pdf FAILED:" in err
+
+
+def test_forgery_the_accepted_summary_html_swapped_in(made: dict[str, Any], crash: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    shutil.copy(made["healthy_dir"] / "summary.html", crash / "summary.html")
+    _reseal(crash, None)
+    code, _, err = _verify(crash, capsys)
+    assert code == 1 and "summary.html: verdict ACCEPTED, results.json says REJECTED" in err
+
+
+def test_forgery_a_consistent_accepted_bundle_made_with_this_tool_and_another_key(
+        made: dict[str, Any], crash: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    results = json.loads((crash / "results.json").read_text())
+    results["verdict"], results["root_causes"], results["lowest_broken_layer"] = "ACCEPTED", [], None
+    for rule in results["rules"]:
+        if rule["status"] in ("failed", "blocked"):
+            rule["status"] = "passed"
+            for test in rule["tests"]:
+                test["outcome"] = "passed"
+    results["counts"] = {s: sum(1 for r in results["rules"] if r["status"] == s)
+                         for s in {r["status"] for r in results["rules"]}}
+    (crash / "results.json").write_text(json.dumps(results))
+    monkeypatch.setenv("DGXSPARK_PDF", "off")
+    (crash / "summary.pdf").unlink(missing_ok=True)
+    htmlagree.agree(crash)
+    assert finish_bundle(crash, "both", made["other"]).problems == ()  # every derived file re-made from the lie
+    monkeypatch.chdir(tmp_path)
+    code, _, err = _verify(crash, capsys)
+    assert code == 3 and err.startswith("UNVERIFIED")  # consistent: only a trust anchor can tell
+    code, _, err = _verify(crash, capsys, "--allowed-signers", str(made["allowed"]))
+    assert code == 1 and "signature FAILED" in err
+
+
+def test_forgery_report_html_rows_and_counts_edited(made: dict[str, Any], crash: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    path = crash / "report.html"
+    text = path.read_text()
+    path.write_text(text.replace("Blocked", "Passed").replace('<span class="blocked">4 Blocked,</span>',
+                                                              '<span class="blocked">0 Blocked,</span>'))
+    _reseal(crash, None)
+    code, _, err = _verify(crash, capsys)
+    assert code == 1 and "report.html FAILED:" in err and "results.json says blocked" in err
+
+
+def test_forgery_junit_xml_skips_dropped(made: dict[str, Any], crash: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import xml.etree.ElementTree as ET
+
+    tree = ET.parse(crash / "junit.xml")
+    for case in tree.getroot().iter("testcase"):
+        for child in [c for c in case if c.tag in ("failure", "skipped")]:
+            case.remove(child)
+    tree.write(crash / "junit.xml")
+    _reseal(crash, None)
+    code, _, err = _verify(crash, capsys)
+    assert code == 1 and "junit.xml FAILED:" in err and "calls for [('failure', 'failed')]" in err
+
+
+def test_forgery_ctrf_statuses_passed(made: dict[str, Any], crash: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = json.loads((crash / "ctrf.json").read_text())
+    for test in doc["results"]["tests"]:
+        test["status"], test["rawStatus"] = "passed", "passed"
+    (crash / "ctrf.json").write_text(json.dumps(doc))
+    _reseal(crash, None)
+    code, _, err = _verify(crash, capsys)
+    assert code == 1 and "ctrf.json FAILED:" in err
+
+
+def test_signature_only_change_the_signature_removed(made: dict[str, Any], crash: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    (crash / "MANIFEST.sha256.sig").unlink()
+    code, _, err = _verify(crash, capsys, "--allowed-signers", str(made["allowed"]))
+    assert code == 1 and "the bundle is unsigned" in err
+
+
+def test_signature_only_change_another_keys_signature_of_the_same_manifest(
+        made: dict[str, Any], crash: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    sign_manifest(crash, made["other"])
+    code, _, err = _verify(crash, capsys, "--allowed-signers", str(made["allowed"]))
+    assert code == 1 and "made by no key listed in" in err
+
+
+def test_signature_only_change_a_trusted_signature_of_another_bundle(
+        made: dict[str, Any], crash: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    donor = Path(shutil.copytree(made["crash_dir"], tmp_path / "donor"))
+    (donor / "notes.txt").write_text("another manifest")
+    write_manifest(donor)
+    sign_manifest(donor, made["good"])
+    shutil.copy(donor / "MANIFEST.sha256.sig", crash / "MANIFEST.sha256.sig")
+    code, _, err = _verify(crash, capsys, "--allowed-signers", str(made["allowed"]))
+    assert code == 1 and "signature FAILED" in err
+
+
+def test_forgery_the_attestations_dsse_signature_stripped(made: dict[str, Any], crash: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    doc, statement = read_envelope(crash)
+    (crash / ATTESTATION).write_text(json.dumps(envelope(statement)))
+    write_manifest(crash)
+    sign_manifest(crash, made["good"])  # even re-signed by the trusted key (a stolen session), the envelope is unsigned
+    code, _, err = _verify(crash, capsys, "--allowed-signers", str(made["allowed"]))
+    assert code == 1 and "no DSSE signature by engineer@vendor.example verifies (0 signature(s)" in err
+
+
+def test_forgery_the_signing_time_edited(made: dict[str, Any], crash: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    signing = json.loads((crash / "signing.json").read_text())
+    signing["signed_at"] = "2020-01-01T00:00:00+00:00"
+    (crash / "signing.json").write_text(json.dumps(signing))
+    code, _, err = _verify(crash, capsys, "--allowed-signers", str(made["allowed"]))
+    assert code == 1 and "changed: signing.json" in err
+
+
+def test_the_three_command_check_holds_without_this_project(made: dict[str, Any], crash: Path) -> None:
+    """docs/report.md: ssh-keygen -Y verify, sha256sum --strict -c, and the list of files against the manifest."""
+    if shutil.which("sha256sum") is None:
+        pytest.skip("sha256sum (coreutils) is not installed")
+    manifest = (crash / "MANIFEST.sha256").read_bytes()
+    signed = subprocess.run(["ssh-keygen", "-Y", "verify", "-f", str(made["allowed"]), "-I", IDENTITY,
+                             "-n", "dgxspark-report", "-s", "MANIFEST.sha256.sig"], cwd=crash, input=manifest,
+                            capture_output=True, check=False)
+    assert signed.returncode == 0, signed.stderr
+    sums = subprocess.run(["sha256sum", "--strict", "-c", "MANIFEST.sha256"], cwd=crash, capture_output=True,
+                          text=True, check=False)
+    assert sums.returncode == 0, sums.stdout
+    listed = subprocess.run("find . -type f ! -name MANIFEST.sha256 ! -name MANIFEST.sha256.sig | sed 's|^\\./||' | "
+                            "sort | diff - <(cut -c67- MANIFEST.sha256 | sort)", shell=True, executable="/bin/bash",
+                            cwd=crash, capture_output=True, text=True, check=False)
+    assert listed.returncode == 0, listed.stdout
+    (crash / "extra.txt").write_text("an added file")  # the third command is what catches a file the manifest lacks
+    listed = subprocess.run("find . -type f ! -name MANIFEST.sha256 ! -name MANIFEST.sha256.sig | sed 's|^\\./||' | "
+                            "sort | diff - <(cut -c67- MANIFEST.sha256 | sort)", shell=True, executable="/bin/bash",
+                            cwd=crash, capture_output=True, text=True, check=False)
+    assert listed.returncode == 1 and "< extra.txt" in listed.stdout
