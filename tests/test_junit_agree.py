@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
-
 from pathlib import Path
 
 import pytest
 
-from pytest_dgxspark.report.junitagree import STATUS_PREFIX, agree, disagreements
+from pytest_dgxspark.report.junitagree import STATUS_PREFIX, disagreements
 from tests.pytester_args import SITE_ARGS, SSH_FAULT
 
 SUITE = (

@@ -1,8 +1,6 @@
 """attestation.intoto.json: an in-toto Statement v1 (test-result v0.1) over every bundle file, checked by verify."""
 from __future__ import annotations
 
-from pytest_dgxspark.report.attestation import read_envelope
-
 import json
 from pathlib import Path
 
@@ -15,6 +13,7 @@ from pytest_dgxspark.report.attestation import (
     STATEMENT_TYPE,
     check_attestation,
     envelope,
+    read_envelope,
     result_of,
     rule_lists,
     write_attestation,

@@ -10,10 +10,9 @@ import pytest
 
 from pytest_dgxspark.report import bundle as bundle_module
 from pytest_dgxspark.report import cli
-from pytest_dgxspark.report.attestation import write_attestation
+from pytest_dgxspark.report.attestation import read_envelope, write_attestation
 from pytest_dgxspark.report.bundle import finish_bundle
 from pytest_dgxspark.report.example import example_results, write_example_bundle, write_pytest_files
-from pytest_dgxspark.report.attestation import read_envelope, write_attestation
 from pytest_dgxspark.report.manifest import check_manifest, read_manifest, sha256_file, write_manifest
 from pytest_dgxspark.report.signing import key_problem
 

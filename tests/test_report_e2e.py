@@ -1,8 +1,6 @@
 """End to end: drift between two testbed runs (healthy, then a fault scenario); the bundles verify and print."""
 from __future__ import annotations
 
-from pytest_dgxspark.report.attestation import read_envelope
-
 import json
 import os
 import re
@@ -14,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from pytest_dgxspark.report import cli
+from pytest_dgxspark.report.attestation import read_envelope
 from pytest_dgxspark.report.pdf import chromium
 
 REPO = Path(__file__).resolve().parents[1]

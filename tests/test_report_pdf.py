@@ -1,9 +1,6 @@
 """summary.pdf: printed by headless Chromium with a timeout; `dgxspark-report pdf DIR` prints it later and re-seals."""
 from __future__ import annotations
 
-from pytest_dgxspark.report.attestation import read_envelope
-
-import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -13,8 +10,9 @@ import pytest
 from pytest_dgxspark.report import bundle as bundle_module
 from pytest_dgxspark.report import cli
 from pytest_dgxspark.report import pdf as pdf_module
+from pytest_dgxspark.report.attestation import read_envelope
 from pytest_dgxspark.report.bundle import finish_bundle
-from pytest_dgxspark.report.example import example_results, write_example_bundle, write_pytest_files
+from pytest_dgxspark.report.example import example_results, write_example_bundle
 from pytest_dgxspark.report.manifest import read_manifest
 from pytest_dgxspark.report.pdf import PdfError, chromium, print_pdf
 

@@ -123,8 +123,8 @@ def test_the_sites_allowed_signers_is_the_anchor_verify_finds(made: dict[str, An
 def test_a_signing_step_that_fails_exits_non_zero_and_the_bundle_says_unsigned(
         made: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
     proc, run_dir = made["healthy"], made["healthy_dir"]
-    assert proc.returncode == 9, proc.stdout[-3000:]  # ACCEPTED, but not signed: never 0
-    assert "dgxspark: BUNDLE UNSIGNED (exit 9): the attestation could not be signed: ssh-keygen -Y sign" in proc.stdout
+    assert proc.returncode == 8, proc.stdout[-3000:]  # ACCEPTED as judged, but the bundle is not signed: never 0
+    assert "dgxspark: BUNDLE UNSIGNED: the attestation could not be signed: ssh-keygen -Y sign" in proc.stdout
     signing = json.loads((run_dir / "signing.json").read_text())
     assert signing["state"] == "unsigned" and "could not be signed" in signing["reason"]
     assert not (run_dir / "MANIFEST.sha256.sig").exists()

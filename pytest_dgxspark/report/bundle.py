@@ -5,17 +5,24 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
-from datetime import datetime, timezone
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 
+from pytest_dgxspark.report import htmlagree, junitagree
 from pytest_dgxspark.report.attestation import ATTESTATION, write_attestation
 from pytest_dgxspark.report.ctrf import CTRF, CtrfError, write_ctrf
-from pytest_dgxspark.report import htmlagree, junitagree
 from pytest_dgxspark.report.manifest import ManifestError, write_manifest
 from pytest_dgxspark.report.pdf import PDF, PdfError, chromium, print_pdf
-from pytest_dgxspark.report.signing import (SIGNING, NAMESPACE, SigningError, public_fingerprint, sign_bytes,
-                                            sign_manifest, signature_fingerprint)
+from pytest_dgxspark.report.signing import (
+    NAMESPACE,
+    SIGNING,
+    SigningError,
+    public_fingerprint,
+    sign_bytes,
+    sign_manifest,
+    signature_fingerprint,
+)
 from pytest_dgxspark.report.summary import SummaryError, write_summary
 
 NO_CHROMIUM = ("summary.pdf not written: chromium is not installed (Debian: apt-get install chromium); "

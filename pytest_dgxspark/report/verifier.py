@@ -16,8 +16,14 @@ from typing import Any
 from pytest_dgxspark.report import derived
 from pytest_dgxspark.report.attestation import ATTESTATION, armored, check_attestation, pae, read_envelope
 from pytest_dgxspark.report.manifest import MANIFEST, SIGNATURE, ManifestError, check_manifest
-from pytest_dgxspark.report.signing import (SIGNING, SigningError, principals, signature_fingerprint, verify_bytes,
-                                            verify_signature)
+from pytest_dgxspark.report.signing import (
+    SIGNING,
+    SigningError,
+    principals,
+    signature_fingerprint,
+    verify_bytes,
+    verify_signature,
+)
 
 OK, FAILED, UNVERIFIED = 0, 1, 3
 ANCHOR = "allowed_signers"
