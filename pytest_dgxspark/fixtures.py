@@ -23,7 +23,7 @@ from pytest_dgxspark.plan import (
     DEFAULT_DEADLINE_S,
     DEFAULT_SMI_TIMEOUT_S,
 )
-from pytest_dgxspark.probes import containerd, network, nvidia_driver, nvml, provenance, rke2
+from pytest_dgxspark.probes import containerd, hardening, network, nvidia_driver, nvml, provenance, rke2
 from pytest_dgxspark.probes.gather import gather_host
 from pytest_dgxspark.site.model import Site
 from pytest_dgxspark.targets.connections import Cluster, Connections, HostTarget, connections_key
@@ -197,6 +197,12 @@ def nvml_probe(host_target: HostTarget, connections: Connections) -> nvml.Nvml:
 def rke2_probe(host_target: HostTarget, connections: Connections) -> rke2.Rke2Host:
     """RKE2 on the current host (probes/rke2.py): config files, units, Pod Security, the apiserver's command line."""
     return rke2.read(host_target, connections.probe_settings)
+
+
+@pytest.fixture
+def hardening_probe(host_target: HostTarget, connections: Connections) -> hardening.Hardening:
+    """The current host's hardening (probes/hardening.py): CIS kernel parameters, etcd account, policy files."""
+    return hardening.read(host_target, connections.probe_settings)
 
 
 @pytest.fixture

@@ -97,6 +97,8 @@ def pytest_configure(config: pytest.Config) -> None:
         # Only files are read here (site, scenario, governance): host parametrization needs the host names.
         plan = resolve(config, config.stash[catalog_key])
         config.stash[plan_key] = plan
+        # rules the site makes required by what it declares (hardening-baseline with rke2_profile, ...)
+        config.stash[catalog_key] = config.stash[catalog_key].for_site(plan.site)
         state: RunState = load_run(plan, config.stash[catalog_key])
         config.stash[state_key] = state
         config.stash[targets_key] = state.targets

@@ -1101,3 +1101,28 @@ def test_suite_rbac_gives_the_suite_its_own_identity_and_a_kubeconfig_it_runs_wi
     second = rehearsal.make("rke2/suite/rbac", f"SUITE_KUBECONFIG={suite_config}")
     second.assert_ok()
     assert second.changed("gpu-01") == 1, second.output[-3000:]  # only the kubeconfig, with fresh tokens
+
+
+def test_declared_hardening_is_rendered_into_config_and_its_files_and_nothing_when_undeclared(tmp_path: Path) -> None:
+    """rke2_profile: cis, secrets encryption and the site's policy files (the hardened scenario's site) land where
+    hardening-baseline reads them; tirosh-home declares none, so its config carries no hardening key (the first test)."""
+    site = REPO / "pytest_dgxspark" / "testbed" / "scenarios" / "hardened" / "site"
+    root = tmp_path / "root"
+    result = run_playbook(INSTALL_PLAYBOOKS[0], local_inventory(tmp_path), "--tags", "rke2_config",
+                          "-e", f"rke2_root={root}", "-e", "rke2_manage_service=false",
+                          "-e", f"rke2_install_script_sha256={SCRIPT_SHA256}", site=site)
+    result.assert_ok()
+    config = yaml.safe_load((root / "etc/rancher/rke2/config.yaml").read_text())
+    assert {k: config[k] for k in ("profile", "secrets-encryption", "audit-policy-file",
+                                   "pod-security-admission-config-file")} == {
+        "profile": "cis", "secrets-encryption": True, "audit-policy-file": "/etc/rancher/rke2/audit-policy.yaml",
+        "pod-security-admission-config-file": "/etc/rancher/rke2/rke2-pss.yaml"}
+    assert (root / "etc/rancher/rke2/audit-policy.yaml").read_text() == (site / "rke2/audit-policy.yaml").read_text()
+    assert (root / "etc/rancher/rke2/rke2-pss.yaml").read_text() == (site / "rke2/pod-security.yaml").read_text()
+    assert (root / "etc/sysctl.d/60-rke2-cis.conf").read_text() == (
+        "vm.panic_on_oom=0\nvm.overcommit_memory=1\nkernel.panic=10\nkernel.panic_on_oops=1\n")
+    again = run_playbook(INSTALL_PLAYBOOKS[0], local_inventory(tmp_path), "--tags", "rke2_config",
+                         "-e", f"rke2_root={root}", "-e", "rke2_manage_service=false",
+                         "-e", f"rke2_install_script_sha256={SCRIPT_SHA256}", site=site)
+    again.assert_ok()
+    assert again.changed() == 0

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,7 @@ _REQUIRED_KEYS = (
     "id", "adr", "section", "statement_ko", "title", "layer",
     "severity", "kind", "depends_on", "remediation", "remediation_ko",
 )
-_OPTIONAL_KEYS = ("gpu", "applies_when", "symptom_of", "reaches")
+_OPTIONAL_KEYS = ("gpu", "applies_when", "symptom_of", "reaches", "judged_when")
 # The targets a run reaches, each owned by the one rule whose subject is reaching it (its `reaches:` key): a fault of
 # reaching the target is that rule's error, and every other check through the target is blocked by it.
 REACHES = {
@@ -42,6 +42,14 @@ APPLIES_WHEN = {
     "airgap": "the site is air-gapped (rke2/vars.yml airgap: true or a mirror_registry)",
     "management_cluster": "the site names an Argo CD management cluster (rke2/vars.yml argocd_context)",
 }
+
+# When an informational rule is judged like a required one, decided from the site at configure time: it records
+# what it reads where the site declares nothing, and fails on a declared item that is not in effect.
+JUDGED_WHEN = {
+    "hardening_declared": "the site declares hardening in rke2/vars.yml (rke2_profile, rke2_secrets_encryption, "
+                          "rke2_audit_policy or rke2_pod_security_admission_config)",
+}
+HARDENING_KEYS = ("rke2_profile", "rke2_secrets_encryption", "rke2_audit_policy", "rke2_pod_security_admission_config")
 
 
 class CatalogError(Exception):
@@ -68,6 +76,8 @@ class Rule:
     # check still runs (a pass is a pass), and a failure under a broken one of them is its symptom (blocked).
     symptom_of: tuple[str, ...] = ()
     reaches: str | None = None  # the target kind of REACHES this rule owns reaching
+    # Conditions of JUDGED_WHEN under which this informational rule is judged (Catalog.for_site makes it required).
+    judged_when: tuple[str, ...] = ()
 
     @property
     def prerequisites(self) -> tuple[str, ...]:
@@ -112,6 +122,14 @@ class Catalog:
         """The rule that owns reaching a kind of target (`ssh`, `api`, `api-server`), None when no rule does."""
         return next((r.id for r in self.rules.values() if r.reaches == reaches), None)
 
+    def for_site(self, site: Any) -> Catalog:
+        """This catalog for one site: an informational rule whose `judged_when` holds there becomes required (severity
+        major): what the site declares is a requirement, judged and able to be a root cause."""
+        judged = {rid: replace(rule, kind="required", severity="major") for rid, rule in self.rules.items()
+                  if rule.kind == "informational" and rule.judged_when
+                  and all(_judged(condition, site) for condition in rule.judged_when)}
+        return Catalog(rules={**self.rules, **judged}) if judged else self
+
     def ancestors(self, rule_id: str) -> set[str]:
         """Every rule that `rule_id` depends on, transitively."""
         seen: set[str] = set()
@@ -130,6 +148,26 @@ def _holds(condition: str, site: Any) -> bool:
     if condition == "management_cluster":
         return bool(site.management_context)
     raise KeyError(condition)
+
+
+def _judged(condition: str, site: Any) -> bool:
+    if condition == "hardening_declared":
+        return any(key in (site.vars or {}) for key in HARDENING_KEYS)
+    raise KeyError(condition)
+
+
+def _judged_when_problems(entry: dict, where: str) -> list[str]:
+    value = entry.get("judged_when")
+    if value is None:
+        return []
+    if entry.get("kind") != "informational":
+        return [f"{where}: judged_when is only for informational rules; a {entry.get('kind')} rule is always judged"]
+    if not isinstance(value, dict) or not value:
+        return [f"{where}: judged_when must be a mapping of conditions to true, e.g. {{hardening_declared: true}}"]
+    problems = [f"{where}: judged_when: unknown condition {k!r}, expected one of {', '.join(JUDGED_WHEN)}"
+                for k in value if k not in JUDGED_WHEN]
+    problems += [f"{where}: judged_when: {k} must be true" for k, v in value.items() if k in JUDGED_WHEN and v is not True]
+    return problems
 
 
 def _applies_when_problems(entry: dict, where: str) -> list[str]:
@@ -165,6 +203,7 @@ def _entry_problems(entry: object, where: str) -> list[str]:
         if key in entry and not (isinstance(entry[key], list) and all(isinstance(d, str) for d in entry[key])):
             problems.append(f"{where}: {key} must be a list of rule ids")
     problems.extend(_applies_when_problems(entry, where))
+    problems.extend(_judged_when_problems(entry, where))
     for key in ("id", "adr", "section", "statement_ko", "title", "remediation", "remediation_ko"):
         if key in entry and not (isinstance(entry[key], str) and entry[key].strip()):
             problems.append(f"{where}: {key} must be a non-empty string")
@@ -205,6 +244,7 @@ def load_catalog(paths: Iterable[Path] | None = None) -> Catalog:
                 gpu=entry.get("gpu", entry["layer"] in GPU_LAYERS), source=str(path),
                 remediation_ko=entry["remediation_ko"].strip(), applies_when=tuple(entry.get("applies_when") or ()),
                 symptom_of=tuple(entry.get("symptom_of") or ()), reaches=entry.get("reaches"),
+                judged_when=tuple(entry.get("judged_when") or ()),
             )
     for rule in rules.values():
         for key in ("depends_on", "symptom_of"):

@@ -15,6 +15,7 @@ import jsonschema
 from pytest_dgxspark.data.redact import is_secret_key
 from pytest_dgxspark.data.yamlload import load_yaml, loads
 from pytest_dgxspark.site.schemas import HELMCHART_SCHEMA, INVENTORY_SCHEMA, VARS_SCHEMA
+from pytest_dgxspark.site.hardening import site_problems as hardening_problems
 
 SERVER_GROUP = "rke2_servers"
 AGENT_GROUP = "rke2_agents"
@@ -320,6 +321,8 @@ def load_site(root: Path) -> Site:
         hosts = hosts_from_inventory(inventory)
         if not hosts:
             problems.append(f"{root / 'inventory.yml'}: all.children.{SERVER_GROUP}.hosts: expected at least one host")
+    if vars_ is not None:
+        problems.extend(hardening_problems(root, vars_))
     if vars_ is not None and vars_.get("airgap") and not vars_.get("mirror_registry"):
         problems.append(f"{root / 'rke2' / 'vars.yml'}: mirror_registry: required when airgap is true")
     if problems:

@@ -215,7 +215,7 @@ def render(name: str, spec: dict[str, Any], root: Path, *, node_ip: str, prefix:
                        ("/usr/bin/uname", "uname"), ("/usr/sbin/lsmod", "lsmod"), ("/usr/sbin/modinfo", "modinfo"),
                        ("/usr/bin/dmesg", "dmesg"),
                        ("/usr/bin/journalctl", "journalctl"), ("/var/lib/rancher/rke2/bin/crictl", "crictl"),
-                       ("/var/lib/rancher/rke2/bin/ctr", "ctr")):
+                       ("/var/lib/rancher/rke2/bin/ctr", "ctr"), ("/usr/sbin/sysctl", "sysctl")):
         _install_shim(root, path, shim, python, client)
     docker = spec.get("docker") or {}
     if docker.get("installed"):
@@ -265,6 +265,8 @@ def render(name: str, spec: dict[str, Any], root: Path, *, node_ip: str, prefix:
     for plan in plans:
         if not (root / _tree_path(plan.exe)).exists():
             _write(root, plan.exe, sleeper, 0o755)
+    for path, lines in _accounts(spec.get("users") or []).items():  # the machine's accounts plus the node's own
+        _write(root, path, Path(path).read_text() + lines)
     for path, content in (spec.get("files") or {}).items():
         if content is None:
             continue
@@ -299,6 +301,17 @@ def _opaque(directory: Path) -> None:
                 os.mknod(directory / name, 0o020000, os.makedev(0, 0))  # an overlayfs whiteout
 
 
+def _accounts(users: list[Any]) -> dict[str, str]:
+    """/etc/passwd and /etc/group lines of the node's own system accounts (`users`: names, as `useradd -r -M -U`
+    makes them: uid = gid from 990 down, no home, /sbin/nologin)."""
+    passwd = group = ""
+    for index, user in enumerate(users):
+        name, number = str(user), 990 - index
+        passwd += f"{name}:x:{number}:{number}:{name} user:/nonexistent:/sbin/nologin\n"
+        group += f"{name}:x:{number}:\n"
+    return {"/etc/passwd": passwd, "/etc/group": group} if users else {}
+
+
 def _state(spec: dict[str, Any], node_ip: str) -> dict[str, Any]:
     """The per-node data the shims answer from (written to /usr/lib/dgxspark-testbed/node.json)."""
     state = {key: spec[key] for key in ("hostname", "kernel", "arch", "driver", "cuda_version", "gpus", "nvml",
@@ -312,5 +325,6 @@ def _state(spec: dict[str, Any], node_ip: str) -> dict[str, Any]:
     state["docker"] = spec.get("docker") or {}
     state["os_pretty"] = spec["os"].get("pretty_name", "")
     state["cpus"], state["memory_kib"] = spec["cpus"], spec["memory_kib"]
+    state["sysctl"] = {str(k): str(v) for k, v in (spec.get("sysctl") or {}).items()}
     return state
 

@@ -69,6 +69,8 @@ DEFAULTS: dict[str, Any] = {
     "docker": {"installed": True, "running": True, "version": "28.5.1", "containerd_version": "v1.7.28",
                "containerd_commit": "b98a3aace656320842a23f4a392a33f46af97866", "nvidia_runtime": True},
     "unreachable": False,
+    "sysctl": {},              # kernel parameters `sysctl` answers (others: the machine's own /proc/sys)
+    "users": [],               # the node's own system accounts, added to the machine's /etc/passwd and /etc/group
 }
 
 
@@ -125,6 +127,10 @@ def host_spec(spec: dict[str, Any] | None, *, name: str | None = None, role: str
             except ValueError as exc:
                 problems.append(str(exc))
     problems += _fault_problems(merged.get("faults"))
+    if not isinstance(merged.get("sysctl"), dict):
+        problems.append(f"sysctl must be a mapping of kernel parameters to values, got {merged.get('sysctl')!r}")
+    if not (isinstance(merged.get("users"), list) and all(isinstance(u, str) and u.isidentifier() for u in merged["users"])):
+        problems.append(f"users must be a list of account names (e.g. [etcd]), got {merged.get('users')!r}")
     if isinstance(merged.get("docker"), dict):
         _add_docker(merged)
     elif merged.get("docker") is not None:
