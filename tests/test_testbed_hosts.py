@@ -611,3 +611,21 @@ def test_a_hanging_tool_runs_under_the_shim_server_and_ends_with_its_caller(tmp_
         ended = node.ssh(f"{script} wait; cat {' '.join(f'/tmp/hang-{i}' for i in range(len(both)))}", 20)
         assert ended.stdout == "rc=124\nrc=124\nrc=137\nrc=137\nrc=124\nrc=124\n", ended.stderr
         assert node.ssh(f"pkill -KILL -x nvidia-smi; sleep 0.5; {children}").stdout == "0\n", "no child outlives its client"
+
+
+def test_sysctl_answers_the_scenarios_kernel_parameters_and_users_adds_system_accounts(tmp_path: Path, keypair: Path,
+                                                                                        slot: int) -> None:
+    from pytest_dgxspark.probes import hardening as probe
+
+    spec = {"sysctl": {"vm.overcommit_memory": "1", "kernel.panic": "10"}, "users": ["etcd"]}
+    with running(spec, tmp_path, keypair, slot) as node:
+        assert node.ssh("sysctl -n vm.overcommit_memory kernel.panic").stdout == "1\n10\n"
+        machine = Path("/proc/sys/vm/panic_on_oom").read_text().strip()  # not listed: the machine's own value
+        assert node.ssh("sysctl vm.panic_on_oom").stdout == f"vm.panic_on_oom = {machine}\n"
+        missing = node.ssh("sysctl no.such_key")
+        assert (missing.returncode, missing.stderr) == (255, "sysctl: cannot stat /proc/sys/no/such_key: No such file or "
+                                                             "directory\n")
+        assert node.ssh("sysctl -w kernel.panic=0").returncode == 1  # reads only
+        assert node.ssh(probe.ETCD_ACCOUNT).stdout == ("/etc/passwd:etcd:x:990:990:etcd user:/nonexistent:/sbin/nologin\n"
+                                                       "/etc/group:etcd:x:990:\n")
+        assert node.ssh("grep -c '^root:' /etc/passwd").stdout == "1\n"  # the machine's accounts are kept
