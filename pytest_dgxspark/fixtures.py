@@ -16,6 +16,7 @@ from pytest_dgxspark import plan, probes
 from pytest_dgxspark.checking import TargetError
 from pytest_dgxspark.judge import identity
 from pytest_dgxspark.judge.evidence import Evidence, for_item
+from pytest_dgxspark.judge.forecast import Forecast, forecast_key
 from pytest_dgxspark.judge.runstate import state_key
 from pytest_dgxspark.plan import (
     DEFAULT_COMMAND_TIMEOUT_S,
@@ -23,7 +24,7 @@ from pytest_dgxspark.plan import (
     DEFAULT_DEADLINE_S,
     DEFAULT_SMI_TIMEOUT_S,
 )
-from pytest_dgxspark.probes import containerd, hardening, network, nvidia_driver, nvml, provenance, rke2
+from pytest_dgxspark.probes import containerd, hardening, network, nvidia_driver, nvml, provenance, rke2, upkeep
 from pytest_dgxspark.probes.gather import gather_host
 from pytest_dgxspark.site.model import Site
 from pytest_dgxspark.targets.connections import Cluster, Connections, HostTarget, connections_key
@@ -206,6 +207,12 @@ def hardening_probe(host_target: HostTarget, connections: Connections) -> harden
 
 
 @pytest.fixture
+def upkeep_probe(host_target: HostTarget, connections: Connections) -> upkeep.Upkeep:
+    """What will change on the current host (probes/upkeep.py): packages and holds, pending reboot, APT's config."""
+    return upkeep.read(host_target, connections.probe_settings)
+
+
+@pytest.fixture
 def containerd_probe(host_target: HostTarget, connections: Connections) -> containerd.Runtime:
     """The container runtime of the current host (probes/containerd.py): kubelet wiring, containerd, CRI, Docker."""
     return containerd.read(host_target, connections.probe_settings)
@@ -235,6 +242,12 @@ def management_cluster(connections: Connections) -> Cluster | None:
 def evidence(request: pytest.FixtureRequest) -> Evidence:
     """What this check saw, redacted, kept in the test item's stash for the report."""
     return for_item(request.node)
+
+
+@pytest.fixture
+def forecast(request: pytest.FixtureRequest) -> Forecast:
+    """Where a forecast check (marked forecast(<id>)) says what will break next; it never fails the test."""
+    return Forecast(request.node.stash.setdefault(forecast_key, []))
 
 
 # The run's own fixtures: the site and the targets.

@@ -21,8 +21,13 @@ from pytest_dgxspark.judge.runstate import (
     state_key,
 )
 from pytest_dgxspark.judge.scope import scope_of
+from pytest_dgxspark.judge.forecast import forecast_of, forecast_phase, forecast_setup
+from pytest_dgxspark.judge.forecast import checked as forecast_checked
+from pytest_dgxspark.judge.forecast import enforce as enforce_forecast
+from pytest_dgxspark.judge.forecast import entries as forecast_entries
 from pytest_dgxspark.judge.status import (
     BLOCKED_PREFIX,
+    BROKEN,
     Status,
     blocked_by_key,
     not_applicable_key,
@@ -77,6 +82,8 @@ def pytest_configure(config: pytest.Config) -> None:
     for layer in LAYERS:
         config.addinivalue_line("markers", f"{layer.replace('-', '_')}: checks of the {layer} layer "
                                 "(applied from the rule's layer)")
+    config.addinivalue_line("markers", "forecast(id): the advisory rule of catalog/beyond.yaml this check forecasts, "
+                            "e.g. @pytest.mark.forecast('SPARK.reboot-pending'); it advises, never fails the verdict")
     config.addinivalue_line("markers", "gpu_host: the check applies to GPU hosts only: on an inventory host with "
                             "dgxspark_gpu: false it is N/A, decided before anything connects (never blocked)")
     config.addinivalue_line("markers", "gpu: the GPU chain (host driver, NVML, driver source, GPU injection, "
@@ -124,13 +131,14 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     last = max(position.values(), default=0) + 1
     for item in items:
         rule_id = item_rule(item)
-        rule = catalog.rules[rule_id] if rule_id else None
+        rule = catalog.rules[rule_id] if rule_id else catalog.forecast.get(forecast_of(item) or "")
         if rule is None:
             continue
         item.add_marker(rule.marker)
         if rule.gpu:
             item.add_marker("gpu")
-        item.add_marker(pytest.mark.order(position[item.nodeid]))
+        if item.nodeid in position:
+            item.add_marker(pytest.mark.order(position[item.nodeid]))
     items.sort(key=lambda i: position.get(i.nodeid, last))
 
 
@@ -144,8 +152,8 @@ def pytest_deselected(items: list[pytest.Item]) -> None:
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     state = session.config.stash.get(state_key, None)
-    if state is not None:
-        state.items = list(session.items)
+    if state is not None:  # forecast checks are no rule's tests: they are reported apart (judge/forecast.py)
+        state.items = [i for i in session.items if forecast_of(i) is None]
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -164,6 +172,10 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
     for rule in catalog.ordered():
         tw.line(f"{rule.id:34} {rule.layer:13} {rule.kind:13} tests={counts[rule.id]:<3} {rule.title}")
     tw.line(f"{len(catalog)} rules, {sum(counts.values())} tests")
+    advisory = {rid: sum(1 for i in session.items if forecast_of(i) == rid) for rid in catalog.forecast}
+    for rule in catalog.forecast.values():
+        tw.line(f"{rule.id:34} {rule.layer:13} {rule.kind:13} tests={advisory[rule.id]:<3} {rule.title}")
+    tw.line(f"{len(catalog.forecast)} forecast rules (advisory, catalog/beyond.yaml), {sum(advisory.values())} tests")
     return True
 
 
@@ -171,6 +183,8 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
 def pytest_runtest_setup(item: pytest.Item) -> None:
     state = item.config.stash.get(state_key, None)
     rule = item_rule(item)
+    if state is not None and rule is None and forecast_of(item):
+        forecast_setup(state, item, _not_a_gpu_host(item, state))
     if state is None or rule is None:
         return
     # Applicability is decided from the site before blocking: a rule that does not apply is never `blocked`.
@@ -208,6 +222,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     fault, recorded; the test's record is kept at teardown."""
     report = yield
     state = item.config.stash.get(state_key, None)
+    if state is not None and item_rule(item) is None and forecast_of(item):
+        forecast_phase(state, item, report)
     if state is not None and item_rule(item) is not None:
         judge_phase(state, item, call, report)
     return report
@@ -318,6 +334,9 @@ def _finish(config: pytest.Config, session: pytest.Session, state: RunState) -> 
         },
         waivers=state.waivers, manual_checks=state.manual_checks,
     )
+    results["forecast"] = forecast_entries(state.catalog, state.forecast)
+    results["forecast_checked"] = forecast_checked(state.forecast)
+    enforce_forecast(results, state.site.vars or {})
     if state.plan.handover and simulated_by:
         results["verdict_reasons"].append(f"the targets are a testbed: {simulated_by[0]}")
     if state.plan.handover:  # one machine: the host's identity is its Node's (identity.hardware_problems)

@@ -169,6 +169,9 @@ def test_the_suites_give_the_scenarios_expected_statuses_and_root_causes(scenari
     wrong = {rid: (want, got.get(rid), messages.get(rid)) for rid, want in expect["rules"].items() if got.get(rid) != want}
     assert wrong == {}, f"{name}: rule statuses differ (expected, got, messages)\n{proc.stdout[-3000:]}"
     assert sorted(doc["root_causes"]) == sorted(expect["root_causes"])
+    # each forecast fires in its scenario and stays silent everywhere else (healthy included)
+    advised = sorted({e["id"] for e in doc["forecast"] if e["status"] == "advised"})
+    assert advised == sorted(expect["forecast"]), f"{name}: forecast {doc['forecast']}"
     assert doc["run"]["simulated"] is True and doc["run"]["testbed"] == name
     # junit.xml (and the terminal, from the same report) says what results.json says of every test
     junit = junit_statuses(tmp_path / "reports" / "latest" / "junit.xml")
@@ -264,6 +267,8 @@ def test_the_healthy_dgx_spark_passes_every_rule_but_the_air_gap_one(tmp_path):
     assert set(statuses.values()) == {"passed"}, proc.stdout[-3000:]
     assert proc.returncode == 0
     assert doc["verdict"] == "ACCEPTED" and doc["root_causes"] == []
+    assert doc["forecast"] == [] and doc["forecast_mode"] == "advise"  # silent on the healthy Spark
+    assert set(doc["forecast_checked"].values()) == {"silent"} and len(doc["forecast_checked"]) == 3
 
 
 def test_gpu_marker_reruns_exactly_the_gpu_chain(tmp_path):

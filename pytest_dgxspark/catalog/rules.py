@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 from typing import Any
@@ -21,7 +21,10 @@ LAYERS = (
 )
 # Layers that belong wholly to the GPU chain; rules below them join it with `gpu: true`.
 GPU_LAYERS = frozenset({"gpu-operator", "device-plugin", "allocatable", "workload"})
-KINDS = ("required", "conditional", "informational")
+KINDS = ("required", "conditional", "informational", "forecast")
+# Rules beyond the two ADRs live in their own file with their own id prefix (issue 22); the ADR files hold ADR- ids.
+BEYOND_FILE = "beyond.yaml"
+BEYOND_PREFIX = "SPARK."
 SEVERITIES = ("critical", "major", "minor", "info")
 
 _REQUIRED_KEYS = (
@@ -104,6 +107,9 @@ class Rule:
 @dataclass(frozen=True)
 class Catalog:
     rules: Mapping[str, Rule]
+    # advisory rules (kind forecast): checked by tests marked forecast(<id>), reported in results.json forecast[],
+    # never part of rules[] or the verdict (unless the site enforces them)
+    forecast: Mapping[str, Rule] = field(default_factory=dict)
 
     def __iter__(self):
         return iter(self.ordered())
@@ -128,7 +134,7 @@ class Catalog:
         judged = {rid: replace(rule, kind="required", severity="major") for rid, rule in self.rules.items()
                   if rule.kind == "informational" and rule.judged_when
                   and all(_judged(condition, site) for condition in rule.judged_when)}
-        return Catalog(rules={**self.rules, **judged}) if judged else self
+        return Catalog(rules={**self.rules, **judged}, forecast=self.forecast) if judged else self
 
     def ancestors(self, rule_id: str) -> set[str]:
         """Every rule that `rule_id` depends on, transitively."""
@@ -213,8 +219,8 @@ def _entry_problems(entry: object, where: str) -> list[str]:
 
 
 def load_catalog(paths: Iterable[Path] | None = None) -> Catalog:
-    """Load and validate the catalog files (default: the packaged catalog/adr-*.yaml)."""
-    files = sorted(paths) if paths is not None else sorted(CATALOG_DIR.glob("adr-*.yaml"))
+    """Load and validate the catalog files (default: the packaged catalog/adr-*.yaml and catalog/beyond.yaml)."""
+    files = sorted(paths) if paths is not None else [*sorted(CATALOG_DIR.glob("adr-*.yaml")), CATALOG_DIR / BEYOND_FILE]
     problems: list[str] = []
     rules: dict[str, Rule] = {}
     for path in files:
@@ -232,6 +238,14 @@ def load_catalog(paths: Iterable[Path] | None = None) -> Catalog:
             entry_problems = _entry_problems(entry, where)
             if entry_problems:
                 problems.extend(entry_problems)
+                continue
+            beyond = path.name == BEYOND_FILE
+            if beyond != rid.startswith(BEYOND_PREFIX):
+                problems.append(f"{where}: the ids of {BEYOND_FILE} (rules beyond the ADRs) start with {BEYOND_PREFIX}, "
+                                "and only those")
+                continue
+            if (entry["kind"] == "forecast") != beyond:
+                problems.append(f"{where}: kind forecast is only for the advisory rules of {BEYOND_FILE}")
                 continue
             if rid in rules:
                 problems.append(f"{where}: duplicate id {rid} (first in {rules[rid].source})")
@@ -267,9 +281,16 @@ def load_catalog(paths: Iterable[Path] | None = None) -> Catalog:
             cycle = " -> ".join(exc.args[1])
             source = rules[exc.args[1][0]].source
             problems.append(f"{source}: depends_on has a cycle: {cycle}")
+    for rule in rules.values():
+        for key in ("depends_on", "symptom_of"):
+            for dep in getattr(rule, key):
+                if rule.kind != "forecast" and dep in rules and rules[dep].kind == "forecast":
+                    problems.append(f"{rule.source}: {rule.id}: {key} names advisory rule {dep}: a judged rule never "
+                                    "waits for a forecast")
     if problems:
         raise CatalogError("rule catalog is invalid:\n  " + "\n  ".join(problems))
-    return Catalog(rules=rules)
+    return Catalog(rules={k: r for k, r in rules.items() if r.kind != "forecast"},
+                   forecast={k: r for k, r in rules.items() if r.kind == "forecast"})
 
 
 # The one catalog of a run, shared by the plugin core and the report (loaded once in pytest_configure).

@@ -12,6 +12,7 @@ import pytest
 from pytest_dgxspark.checking import CheckHung, Finding, NotApplicable
 from pytest_dgxspark.judge.attribution import symptom_causes, symptom_message
 from pytest_dgxspark.judge.evidence import evidence_key, redact_text
+from pytest_dgxspark.judge.forecast import ADVISED
 from pytest_dgxspark.judge.records import TargetFault
 from pytest_dgxspark.judge.runstate import (
     RunState,
@@ -36,6 +37,7 @@ TESTSTATUS = {
     Status.BLOCKED: ("blocked", "B", "BLOCKED"),
     Status.NOT_APPLICABLE: ("not-applicable", "N", "N/A"),
     Status.RECORDED: ("recorded", "R", "RECORDED"),
+    ADVISED: ("advised", "A", "ADVISED"),
     TARGET_ERROR: ("error", "E", "ERROR"),
 }
 

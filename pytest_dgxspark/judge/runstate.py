@@ -45,6 +45,7 @@ class RunState:
     # Conditional rules whose applies_when the site does not meet, with the reason: decided once, at configure
     # time (the RunState is made in pytest_configure), before any blocking.
     inapplicable: dict[str, str] = field(default_factory=dict)
+    forecast: list[Any] = field(default_factory=list)  # judge.forecast.ForecastRecord of each forecast test
 
     def __post_init__(self) -> None:
         reasons = {r.id: r.not_applicable_reason(self.site) for r in self.catalog.rules.values()}
@@ -103,6 +104,12 @@ def coverage_problems(catalog: Catalog, items: list[pytest.Item]) -> list[str]:
     for item in items:
         markers = list(item.iter_markers("rule"))
         ids = [m.args[0] if m.args else None for m in markers]
+        advisory = [m.args[0] if m.args else None for m in item.iter_markers("forecast")]
+        if advisory:  # a forecast check: exactly one known forecast rule, and no rule marker beside it
+            if markers or len(advisory) != 1 or advisory[0] not in catalog.forecast:
+                problems.append(f"{item.nodeid}: a forecast check has exactly one @pytest.mark.forecast(<id>) of "
+                                f"catalog/beyond.yaml and no rule marker, got forecast {advisory} and rule {ids}")
+            continue
         if not markers:
             if in_suites(item):
                 problems.append(f"{item.nodeid}: no @pytest.mark.rule(<id>) marker")

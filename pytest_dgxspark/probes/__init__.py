@@ -71,9 +71,9 @@ class Reading:
 
 def modules() -> tuple[Any, ...]:
     """The probe modules, in the order their commands are gathered."""
-    from pytest_dgxspark.probes import containerd, hardening, network, nvidia_driver, nvml, rke2, system
+    from pytest_dgxspark.probes import containerd, hardening, network, nvidia_driver, nvml, rke2, system, upkeep
 
-    return (system, nvidia_driver, nvml, rke2, containerd, network, hardening)
+    return (system, nvidia_driver, nvml, rke2, containerd, network, hardening, upkeep)
 
 
 def names() -> tuple[str, ...]:

@@ -64,7 +64,24 @@ def block_lines(results: dict[str, Any], run_dir: Path | None) -> list[str]:
     counts = results.get("counts") or {}
     ordered = sorted(counts, key=lambda s: _STATUS_ORDER.index(s) if s in _STATUS_ORDER else len(_STATUS_ORDER))
     lines.append("  rules: " + ", ".join(f"{counts[s]} {s}" for s in ordered))
+    lines.extend(forecast_lines(results))
     lines.append(f"  bundle: {run_dir}" if run_dir is not None else "  bundle: NOT WRITTEN (see above)")
+    return lines
+
+
+def forecast_lines(results: dict[str, Any]) -> list[str]:
+    """The forecast section (results.json forecast[]): what will break next, advisory; none when nothing was advised."""
+    entries = results.get("forecast") or []
+    if not entries:
+        return []
+    enforced = results.get("forecast_mode") == "enforce"
+    lines = ["  forecast (what will break next; " + ("enforced: rke2/vars.yml forecast: enforce)" if enforced
+                                                     else "advisory, the verdict does not count it):")]
+    for entry in entries:
+        when = f", {entry['due']}" if entry.get("due") else ""
+        where = f" ({entry['target']}{when})" if entry.get("target") else ""
+        lines.append(f"    {entry['id']} [{entry['status']}]{where}: {_first_line(entry['message'])}")
+        lines.append(f"      fix: {_first_line(entry['fix'])}")
     return lines
 
 

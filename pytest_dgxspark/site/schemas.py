@@ -38,6 +38,8 @@ VARS_SCHEMA: dict = {
         "rke2_tls_san": {"type": "array", "items": _NONEMPTY},
         "rke2_profile": {"enum": ["cis", "etcd", ""]},
         "rke2_secrets_encryption": {"type": "boolean"},
+        # the forecast (catalog/beyond.yaml): advise (default) reports it; enforce rejects a run it advises on
+        "forecast": {"enum": ["advise", "enforce"]},
         # hardening the servers get (site/hardening.py): files relative to sites/<site>/rke2/
         "rke2_audit_policy": _NONEMPTY,
         "rke2_pod_security_admission_config": _NONEMPTY,

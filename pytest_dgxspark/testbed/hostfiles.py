@@ -19,7 +19,7 @@ SHIMS_DIR = Path(__file__).resolve().parent / "shims"
 # Top-level directories a node's tree may replace (overlayfs over the real root); /run is a fresh tmpfs.
 OVERLAID = ("etc", "usr", "var", "opt")
 # The machine's own /usr/local tools (a docker CLI, CUDA stubs) must not show through on a node.
-OPAQUE_DIRS = ("usr/local/bin", "usr/local/sbin")
+OPAQUE_DIRS = ("usr/local/bin", "usr/local/sbin", "etc/apt/apt.conf.d")  # the node's own, none of the machine's
 SHADOWED = ("docker", "nvidia-smi", "containerd", "crictl", "kubectl", "ctr")
 # Top-level directories the node gets fresh (tmpfs filled from the tree, nothing of the real machine's).
 TMPFS_DIRS = ("run", "root")
@@ -215,7 +215,8 @@ def render(name: str, spec: dict[str, Any], root: Path, *, node_ip: str, prefix:
                        ("/usr/bin/uname", "uname"), ("/usr/sbin/lsmod", "lsmod"), ("/usr/sbin/modinfo", "modinfo"),
                        ("/usr/bin/dmesg", "dmesg"),
                        ("/usr/bin/journalctl", "journalctl"), ("/var/lib/rancher/rke2/bin/crictl", "crictl"),
-                       ("/var/lib/rancher/rke2/bin/ctr", "ctr"), ("/usr/sbin/sysctl", "sysctl")):
+                       ("/var/lib/rancher/rke2/bin/ctr", "ctr"), ("/usr/sbin/sysctl", "sysctl"),
+                       ("/usr/bin/dpkg-query", "dpkg-query")):
         _install_shim(root, path, shim, python, client)
     docker = spec.get("docker") or {}
     if docker.get("installed"):
@@ -246,7 +247,7 @@ def render(name: str, spec: dict[str, Any], root: Path, *, node_ip: str, prefix:
                     Device("/dev/nvidia-uvm", 511, 0), Device("/dev/nvidia-uvm-tools", 511, 1)]
     if spec["nvml"] == "present":
         libdir = f"/usr/lib/{spec['arch']}-linux-gnu"
-        real = _write(root, f"{libdir}/libnvidia-ml.so.{driver['version']}", native.build_nvml_mock(cache_dir).read_bytes(), 0o644)
+        real = _write(root, f"{libdir}/libnvidia-ml.so.{driver.get('library_version') or driver['version']}", native.build_nvml_mock(cache_dir).read_bytes(), 0o644)
         for link in ("libnvidia-ml.so.1", "libnvidia-ml.so"):
             (real.parent / link).symlink_to(real.name)
         _write(root, f"/etc/ld.so.conf.d/{spec['arch']}-linux-gnu.conf",
@@ -301,6 +302,23 @@ def _opaque(directory: Path) -> None:
                 os.mknod(directory / name, 0o020000, os.makedev(0, 0))  # an overlayfs whiteout
 
 
+def default_packages(spec: dict[str, Any]) -> list[dict[str, str]]:
+    """The driver, kernel and toolkit packages dpkg lists on the node when the scenario names none: Ubuntu's names and
+    version form (`nvidia-driver-550 550.107.02-0ubuntu0.24.04.1`, `libnvidia-compute-555`, as posted in
+    oddmario/NVIDIA-Ubuntu-Driver-Guide#4 and NVIDIA/k8s-device-plugin#856) for the node's driver and kernel."""
+    driver = spec["driver"]
+    version, branch = driver["version"], driver["version"].split(".")[0]
+    flavour = "-open" if driver.get("flavour", "open") == "open" else ""
+    ubuntu = f"{version}-0ubuntu0.24.04.1"
+    kernel_abi = spec["kernel"].rsplit("-", 1)[0]  # 6.17.0-1014 of 6.17.0-1014-nvidia
+    found = [{"name": f"nvidia-driver-{branch}{flavour}", "version": ubuntu},
+             {"name": f"nvidia-dkms-{branch}{flavour}", "version": ubuntu},
+             {"name": f"libnvidia-compute-{branch}", "version": driver.get("library_package") or ubuntu},
+             {"name": f"nvidia-utils-{branch}", "version": ubuntu},
+             {"name": f"linux-image-{spec['kernel']}", "version": f"{kernel_abi}.{kernel_abi.rsplit('-', 1)[1][-2:]}"}]
+    return found if driver.get("loaded", True) or driver.get("installed", True) else found[-1:]
+
+
 def _accounts(users: list[Any]) -> dict[str, str]:
     """/etc/passwd and /etc/group lines of the node's own system accounts (`users`: names, as `useradd -r -M -U`
     makes them: uid = gid from 990 down, no home, /sbin/nologin)."""
@@ -326,5 +344,6 @@ def _state(spec: dict[str, Any], node_ip: str) -> dict[str, Any]:
     state["os_pretty"] = spec["os"].get("pretty_name", "")
     state["cpus"], state["memory_kib"] = spec["cpus"], spec["memory_kib"]
     state["sysctl"] = {str(k): str(v) for k, v in (spec.get("sysctl") or {}).items()}
+    state["packages"] = spec["packages"] if spec.get("packages") is not None else default_packages(spec)
     return state
 

@@ -71,6 +71,7 @@ DEFAULTS: dict[str, Any] = {
     "unreachable": False,
     "sysctl": {},              # kernel parameters `sysctl` answers (others: the machine's own /proc/sys)
     "users": [],               # the node's own system accounts, added to the machine's /etc/passwd and /etc/group
+    "packages": None,          # what dpkg-query lists ({name, version, want}); null: derived (hostfiles.default_packages)
 }
 
 
@@ -129,6 +130,12 @@ def host_spec(spec: dict[str, Any] | None, *, name: str | None = None, role: str
     problems += _fault_problems(merged.get("faults"))
     if not isinstance(merged.get("sysctl"), dict):
         problems.append(f"sysctl must be a mapping of kernel parameters to values, got {merged.get('sysctl')!r}")
+    packages = merged.get("packages")
+    if packages is not None and not (isinstance(packages, list) and all(
+            isinstance(p, dict) and set(p) <= {"name", "version", "want", "arch"} and {"name", "version"} <= set(p)
+            and p.get("want", "install") in ("install", "hold", "deinstall") for p in packages)):
+        problems.append("packages must be a list of {name, version, want: install|hold|deinstall} (dpkg-query's view), "
+                        f"got {packages!r}")
     if not (isinstance(merged.get("users"), list) and all(isinstance(u, str) and u.isidentifier() for u in merged["users"])):
         problems.append(f"users must be a list of account names (e.g. [etcd]), got {merged.get('users')!r}")
     if isinstance(merged.get("docker"), dict):

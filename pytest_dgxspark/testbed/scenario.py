@@ -202,7 +202,8 @@ def load(scenario: str | Path) -> Scenario:
     _validate(path, data, layers[-1])
     site_dir = next((d / "site" for d in reversed(chain) if (d / "site" / "rke2" / "vars.yml").is_file()), None)
     expect = layers[-1].get("expect") or {}
-    expect = {"rules": dict(expect.get("rules") or {}), "root_causes": list(expect.get("root_causes") or [])}
+    expect = {"rules": dict(expect.get("rules") or {}), "root_causes": list(expect.get("root_causes") or []),
+              "forecast": list(expect.get("forecast") or [])}
     loaded = Scenario(
         name=directory.name,
         description=str(data.get("description", "")).strip(),
@@ -333,13 +334,15 @@ def _validate(path: Path, data: dict[str, Any], own: dict[str, Any]) -> None:
         except FaultSpecError as exc:
             problems.append(str(exc))
     expect = own.get("expect") or {}
-    if not isinstance(expect, dict) or set(expect) - {"rules", "root_causes"}:
-        problems.append("expect: only the keys 'rules' and 'root_causes' are allowed")
+    if not isinstance(expect, dict) or set(expect) - {"rules", "root_causes", "forecast"}:
+        problems.append("expect: only the keys 'rules', 'root_causes' and 'forecast' are allowed")
     else:
         for rule, status in (expect.get("rules") or {}).items():
             if status not in RULE_STATUSES:
                 problems.append(f"expect.rules.{rule}: {status!r}, expected one of {sorted(RULE_STATUSES)}")
         if not isinstance(expect.get("root_causes") or [], list):
             problems.append("expect.root_causes: must be a list of rule ids")
+        if not isinstance(expect.get("forecast") or [], list):
+            problems.append("expect.forecast: must be a list of the forecast rule ids (SPARK.*) the run advises")
     if problems:
         raise ScenarioError(f"{path}: " + "; ".join(problems))

@@ -1,0 +1,75 @@
+"""What the host forecasts say, as pure functions of the upkeep probe's values: driver version skew, a pending
+reboot that changes the kernel or driver, packages unattended-upgrades may replace (rules SPARK.* of beyond.yaml)."""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pytest_dgxspark.probes.upkeep import Package
+
+# package name prefixes by what they are (the driver's user space and kernel module, CUDA, the kernel, the toolkit)
+KINDS = {"NVIDIA driver": ("nvidia-", "libnvidia-"), "CUDA": ("cuda-",), "kernel": ("linux-image-",),
+         "container toolkit": ("nvidia-container-toolkit",)}
+_DRIVER_PACKAGE = re.compile(r"^(nvidia-(driver|dkms|utils|kernel-common|kernel-source|compute-utils)|libnvidia-(compute|"
+                             r"common|gl|decode|encode|extra|cfg1|fbc1))-\d+")
+
+
+def driver_versions(loaded: str | None, on_disk: str | None, libraries: Mapping[str, str],
+                    packages: Iterable[Package]) -> dict[str, str]:
+    """Where each driver version was seen: the loaded module, the module on disk, each libnvidia-ml file, each
+    driver package (its upstream version)."""
+    found: dict[str, str] = {}
+    if loaded:
+        found["loaded kernel module (/proc/driver/nvidia/version)"] = loaded
+    if on_disk:
+        found["kernel module on disk (modinfo nvidia)"] = on_disk
+    for path, version in sorted(libraries.items()):
+        found[path] = version
+    for pkg in packages:
+        if _DRIVER_PACKAGE.match(pkg.name):
+            found[f"package {pkg.name} {pkg.version}" + (" (held)" if pkg.held else "")] = pkg.upstream
+    return found
+
+
+def skew(versions: Mapping[str, str]) -> bool:
+    return len(set(versions.values())) > 1
+
+
+def pending_reboot(files: Mapping[str, str], installed: Iterable[Package]) -> list[str]:
+    """The packages a pending reboot is for that change the kernel or the NVIDIA driver (reboot-required.pkgs), or
+    ["(unnamed)"] when the flag is set without a package list and a kernel or driver package is installed."""
+    if "/var/run/reboot-required" not in files:
+        return []
+    names = [n.strip() for n in files.get("/var/run/reboot-required.pkgs", "").splitlines() if n.strip()]
+    relevant = sorted({n for n in names if n.startswith(("linux-image-", "linux-modules-", "nvidia-", "libnvidia-"))})
+    return relevant
+
+
+def blacklisted(name: str, patterns: Iterable[str]) -> bool:
+    """unattended-upgrades' Package-Blacklist: each entry a regular expression matched at the name's start."""
+    for pattern in patterns:
+        try:
+            if re.match(pattern, name):
+                return True
+        except re.error:
+            if name.startswith(pattern):
+                return True
+    return False
+
+
+def unattended_enabled(apt: Mapping[str, Any]) -> bool:
+    """Whether APT's periodic job runs unattended-upgrade (APT::Periodic::Unattended-Upgrade non-zero)."""
+    value = str(apt.get("APT::Periodic::Unattended-Upgrade", "0")).strip()
+    return value not in ("0", "", "false")
+
+
+def unprotected(apt: Mapping[str, Any], installed: Iterable[Package]) -> dict[str, list[str]]:
+    """kind -> installed packages of that kind unattended-upgrades may replace: neither held nor blacklisted."""
+    patterns = list(apt.get("Unattended-Upgrade::Package-Blacklist") or [])
+    found: dict[str, list[str]] = {}
+    for pkg in installed:
+        kind = next((k for k, prefixes in KINDS.items() if pkg.name.startswith(prefixes)), None)
+        if kind and not pkg.held and not blacklisted(pkg.name, patterns):
+            found.setdefault(kind, []).append(pkg.name)
+    return found

@@ -1,0 +1,136 @@
+"""The forecast (catalog/beyond.yaml): advisory rules apart from the 30, their checks, results.json forecast[], the
+closing block's section, `forecast: enforce`, and the host forecasts' pure judgements."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pytest_dgxspark.catalog.rules import CatalogError, load_catalog
+from pytest_dgxspark.judge.upkeep import driver_versions, pending_reboot, skew, unattended_enabled, unprotected
+from pytest_dgxspark.probes.upkeep import Package, module_on_disk, parse_apt_config, parse_packages, parse_sections
+from tests.conftest import REPO
+from tests.pytester_args import SITE_ARGS
+from tests.test_plugin import _all_rules_source
+
+ADVISING = '''
+@pytest.mark.forecast("SPARK.reboot-pending")
+def test_reboot(forecast):
+    forecast.advise("gpu-01: a reboot is pending for linux-image-6.17.0-1018-nvidia", target="ssh:gpu-01",
+                    due="at the next reboot")
+
+
+@pytest.mark.forecast("SPARK.unattended-upgrades-unheld")
+def test_unattended(forecast):
+    pass
+
+
+@pytest.mark.forecast("SPARK.driver-version-skew")
+def test_skew(forecast):
+    raise __import__("pytest_dgxspark.checking").checking.TargetError("gpu-01: dpkg-query did not complete")
+'''
+
+
+def results(pytester: pytest.Pytester) -> dict:
+    return json.loads((pytester.path / "out" / "latest" / "results.json").read_text())
+
+
+def test_the_catalog_keeps_the_30_rules_and_the_forecast_apart() -> None:
+    catalog = load_catalog()
+    assert len(catalog) == 30 and all(rid.startswith("ADR-") for rid in catalog.rules)
+    assert sorted(catalog.forecast) == ["SPARK.driver-version-skew", "SPARK.reboot-pending",
+                                        "SPARK.unattended-upgrades-unheld"]
+    assert {r.kind for r in catalog.forecast.values()} == {"forecast"}
+    assert all(r.remediation and r.remediation_ko for r in catalog.forecast.values())
+
+
+def test_an_adr_file_holding_a_spark_id_or_a_forecast_is_refused(tmp_path) -> None:
+    text = (REPO / "pytest_dgxspark" / "catalog" / "adr-0001.yaml").read_text()
+    bad = tmp_path / "adr-0001.yaml"
+    bad.write_text(text.replace("- id: ADR-0001.site-layout", "- id: SPARK.site-layout", 1))
+    with pytest.raises(CatalogError) as raised:
+        load_catalog([bad])
+    assert f"{bad}: entry 1 (SPARK.site-layout): the ids of beyond.yaml (rules beyond the ADRs) start with SPARK., " \
+           "and only those" in str(raised.value)
+
+
+def test_an_advised_forecast_is_reported_apart_and_never_changes_the_verdict(pytester, suite) -> None:
+    suite("all", _all_rules_source({"ADR-0002.image-mirror": "not_applicable('not air-gapped')"}))
+    suite("host", ADVISING, name="test_forecast.py")
+    result = pytester.runpytest(*SITE_ARGS)
+    doc = results(pytester)
+    assert result.ret == 0 and doc["verdict"] == "ACCEPTED" and doc["root_causes"] == []
+    assert len(doc["rules"]) == 30 and not any(r["id"].startswith("SPARK.") for r in doc["rules"])
+    assert [(e["id"], e["status"], e["target"], e["due"]) for e in doc["forecast"]] == [
+        ("SPARK.reboot-pending", "advised", "ssh:gpu-01", "at the next reboot"),
+        ("SPARK.driver-version-skew", "unreadable", None, None)]
+    assert doc["forecast"][0]["fix_ko"].startswith("다음 재부팅은")
+    assert doc["forecast_checked"] == {"SPARK.reboot-pending": "advised", "SPARK.unattended-upgrades-unheld": "silent",
+                                       "SPARK.driver-version-skew": "error"}
+    start = result.outlines.index("  forecast (what will break next; advisory, the verdict does not count it):")
+    assert result.outlines[start + 1] == ("    SPARK.reboot-pending [advised] (ssh:gpu-01, at the next reboot): gpu-01: a "
+                                          "reboot is pending for linux-image-6.17.0-1018-nvidia")
+    assert "suites/host/test_forecast.py::test_reboot ADVISED" in "\n".join(
+        pytester.runpytest(*SITE_ARGS, "-v").outlines)
+
+
+def test_forecast_enforce_rejects_a_run_the_forecast_advises_on(pytester, suite) -> None:
+    suite("all", _all_rules_source({"ADR-0002.image-mirror": "not_applicable('not air-gapped')"}))
+    suite("host", ADVISING, name="test_forecast.py")
+    vars_yml = pytester.path / "sites" / "tirosh-home" / "rke2" / "vars.yml"
+    vars_yml.write_text(vars_yml.read_text() + "forecast: enforce\n")
+    result = pytester.runpytest(*SITE_ARGS)
+    doc = results(pytester)
+    assert (result.ret, doc["verdict"], doc["forecast_mode"]) == (1, "REJECTED", "enforce")
+    assert doc["verdict_reasons"][-1] == ("forecast: enforce (rke2/vars.yml) and the forecast advises "
+                                          "SPARK.reboot-pending")
+
+
+def test_a_forecast_check_with_a_rule_marker_or_an_unknown_id_is_a_usage_error(pytester, suite) -> None:
+    suite("host", '@pytest.mark.forecast("SPARK.no-such")\ndef test_a(forecast):\n    pass\n\n'
+                  '@pytest.mark.rule("ADR-0002.host-driver")\n@pytest.mark.forecast("SPARK.reboot-pending")\n'
+                  'def test_b(forecast):\n    pass\n')
+    result = pytester.runpytest(*SITE_ARGS)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    text = "\n".join(result.errlines)
+    assert ("suites/host/test_host.py::test_a: a forecast check has exactly one @pytest.mark.forecast(<id>) of "
+            "catalog/beyond.yaml and no rule marker, got forecast ['SPARK.no-such'] and rule []") in text
+    assert "test_b: a forecast check has exactly one" in text
+
+
+def test_driver_versions_name_every_place_a_version_was_seen_and_skew_is_more_than_one() -> None:
+    packages = parse_packages("ii \tnvidia-driver-580-open\t580.105.08-0ubuntu0.24.04.1\n"
+                              "hi \tlibnvidia-compute-580\t580.95.05-0ubuntu0.24.04.1\n"
+                              "rc \tnvidia-driver-575\t575.57.08-0ubuntu1\n"  # removed, config files only: ignored
+                              "ii \tlinux-image-6.17.0-1014-nvidia\t6.17.0-1014.14\n")
+    assert [(p.name, p.held) for p in packages] == [("nvidia-driver-580-open", False), ("libnvidia-compute-580", True),
+                                                   ("linux-image-6.17.0-1014-nvidia", False)]
+    versions = driver_versions("580.95.05", module_on_disk("/usr/bin/nvidia-smi\n/lib/modules/x/nvidia.ko\n580.105.08\n"),
+                               {"/usr/lib/aarch64-linux-gnu/libnvidia-ml.so.580.95.05": "580.95.05"}, packages)
+    assert versions == {
+        "loaded kernel module (/proc/driver/nvidia/version)": "580.95.05",
+        "kernel module on disk (modinfo nvidia)": "580.105.08",
+        "/usr/lib/aarch64-linux-gnu/libnvidia-ml.so.580.95.05": "580.95.05",
+        "package nvidia-driver-580-open 580.105.08-0ubuntu0.24.04.1": "580.105.08",
+        "package libnvidia-compute-580 580.95.05-0ubuntu0.24.04.1 (held)": "580.95.05"}
+    assert skew(versions) and not skew({k: "580.95.05" for k in versions})
+
+
+def test_a_pending_reboot_counts_only_for_kernel_and_nvidia_packages() -> None:
+    files = parse_sections("### /var/run/reboot-required\n*** System restart required ***\n"
+                           "### /var/run/reboot-required.pkgs\nlinux-image-4.4.0-98-generic\nlinux-base\nlinux-base\n")
+    assert pending_reboot(files, ()) == ["linux-image-4.4.0-98-generic"]
+    assert pending_reboot({"/var/run/reboot-required": "", "/var/run/reboot-required.pkgs": "libc6\n"}, ()) == []
+    assert pending_reboot({}, ()) == []
+
+
+def test_unattended_upgrades_expose_what_is_neither_held_nor_blacklisted() -> None:
+    apt = parse_apt_config('APT::Periodic::Unattended-Upgrade "1";\nUnattended-Upgrade::Package-Blacklist "";\n'
+                           'Unattended-Upgrade::Package-Blacklist:: "nvidia-";\n'
+                           'Unattended-Upgrade::Package-Blacklist:: "libnvidia-";\n')
+    assert unattended_enabled(apt) and not unattended_enabled({"APT::Periodic::Unattended-Upgrade": "0"})
+    installed = (Package("nvidia-driver-580-open", "580.95.05-0ubuntu0.24.04.1", False),
+                 Package("libnvidia-compute-580", "580.95.05-0ubuntu0.24.04.1", False),
+                 Package("cuda-toolkit-13-0", "13.0.1-1", True),
+                 Package("linux-image-6.17.0-1014-nvidia", "6.17.0-1014.14", False))
+    assert unprotected(apt, installed) == {"kernel": ["linux-image-6.17.0-1014-nvidia"]}
