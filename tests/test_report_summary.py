@@ -36,10 +36,11 @@ def _faulty() -> dict:
     return results
 
 
-def test_the_first_page_holds_verdict_run_ladder_root_causes_and_sign_off_in_that_order() -> None:
+def test_the_first_page_holds_verdict_run_ladder_root_causes_forecast_and_sign_off_in_that_order() -> None:
     html = render_summary(_faulty(), "both")
     first = _first_page(html)
-    assert re.findall(r'<section id="([a-z-]+)"', first) == ["verdict", "run", "ladder", "root-causes", "signoff"]
+    assert re.findall(r'<section id="([a-z-]+)"', first) == ["verdict", "run", "ladder", "root-causes", "forecast",
+                                                             "signoff"]
     assert '<span id="verdict-word">REJECTED · 불합격</span>' in first
     assert "SIMULATED" in _section(html, "verdict") and "(healthy)" in _section(html, "verdict")
     assert '<div class="watermark" aria-hidden="true">SIMULATED</div>' in html
@@ -345,3 +346,53 @@ def test_values_in_the_page_margins_cannot_leave_their_css_string() -> None:
     style = html.split("<style>")[1].split("</style>")[0]
     assert "<script" not in html and "</style><" not in style and 'x"; }' not in style
     assert '\\22 ' in style and '\\3c /style\\3e ' in style
+
+
+FORECAST = [
+    {"id": "SPARK.driver-version-skew", "layer": "host", "severity": "major", "status": "advised",
+     "title": "The loaded NVIDIA kernel module, the module on disk, libnvidia-ml and the NVIDIA packages are one version",
+     "nodeid": "suites/host/test_forecast_upkeep.py::test_skew[gpu-01]", "evidence": [], "target": "ssh:gpu-01",
+     "due": "at the next GPU pod restart or reboot",
+     "message": "gpu-01 (192.168.10.21:22): the driver is not one version (loaded kernel module: 580.95.05; kernel "
+                "module on disk (modinfo nvidia): 580.105.08; libnvidia-ml.so.580.95.05: 580.95.05)",
+     "fix": "Finish the upgrade or downgrade to the loaded version, then reboot and rerun pytest -m gpu.",
+     "fix_ko": "같은 버전으로 업그레이드를 끝내거나 로드된 버전으로 되돌린 뒤 재부팅하고 pytest -m gpu를 다시 실행한다."},
+    {"id": "SPARK.reboot-pending", "layer": "host", "severity": "major", "status": "advised", "title": "No reboot",
+     "nodeid": "n2", "evidence": [], "target": "ssh:gpu-01", "due": "at the next reboot",
+     "message": "gpu-01: a reboot is pending for linux-image-6.17.0-1018-nvidia (/var/run/reboot-required.pkgs)",
+     "fix": "Reboot in a maintenance window and rerun the suite.", "fix_ko": "점검 시간에 재부팅하고 다시 실행한다."},
+    {"id": "SPARK.unattended-upgrades-unheld", "layer": "host", "severity": "major", "status": "advised",
+     "title": "Unattended", "nodeid": "n3", "evidence": [], "target": "ssh:gpu-01", "due": "daily",
+     "message": "gpu-01: unattended-upgrades may replace libnvidia-compute-580, nvidia-dkms-580-open",
+     "fix": "Blacklist nvidia-, libnvidia-, cuda-, linux- in 50unattended-upgrades.",
+     "fix_ko": "50unattended-upgrades의 blacklist에 nvidia-, libnvidia-, cuda-, linux-를 넣는다."},
+]
+
+
+def test_page_one_carries_the_forecast_box_with_what_breaks_next_and_its_fix_in_both_languages() -> None:
+    results = {**_faulty(), "forecast": FORECAST, "forecast_mode": "advise",
+               "forecast_checked": {e["id"]: "advised" for e in FORECAST}}
+    box = _section(_first_page(render_summary(results, "both")), "forecast")
+    assert "Forecast: what will break next" in box and "advisory (not part of the verdict)" in box
+    assert [m for m in re.findall(r'data-rule="([^"]+)"', box)] == [e["id"] for e in FORECAST]
+    assert "580.105.08" in box and "at the next reboot" in box
+    assert "점검 시간에 재부팅하고 다시 실행한다." in box and "Reboot in a maintenance window" in box
+    enforced = _section(render_summary({**results, "forecast_mode": "enforce"}, "en"), "forecast")
+    assert "enforced (rke2/vars.yml forecast: enforce)" in enforced
+
+
+def test_page_one_says_nothing_was_advised_when_the_forecast_is_silent() -> None:
+    results = {**example_results(), "forecast": [], "forecast_checked": {"SPARK.reboot-pending": "silent"}}
+    box = _section(_first_page(render_summary(results, "en")), "forecast")
+    assert 'id="no-forecast"><span lang="en">Nothing advised</span> (SPARK.reboot-pending: silent)' in box
+
+
+@needs_chromium
+def test_a_faulty_run_with_three_forecasts_keeps_page_one_and_prints_on_at_most_four_pages(tmp_path: Path) -> None:
+    results = {**_faulty(), "forecast": FORECAST, "forecast_mode": "advise",
+               "forecast_checked": {e["id"]: "advised" for e in FORECAST}}
+    pdf = _print(tmp_path, results)
+    assert pdf_pages(pdf) <= 4
+    first = re.sub(r"\s+", " ", pdf_text(pdf, 1))
+    for expected in ("Forecast: what will break next", "SPARK.unattended-upgrades-unheld", "Sign-off", "Security officer"):
+        assert expected in first, expected

@@ -145,6 +145,14 @@ def _leftovers(results: dict[str, Any]) -> dict[str, Any] | None:
                      for item in items]}
 
 
+def _forecast(results: dict[str, Any]) -> dict[str, Any]:
+    """Page 1's forecast box: results.json forecast[] (advised first), whether the site enforces it, what was checked."""
+    entries = sorted(results.get("forecast") or [], key=lambda e: e.get("status") != "advised")
+    checked = results.get("forecast_checked") or {}
+    return {"entries": entries, "enforced": results.get("forecast_mode") == "enforce",
+            "checked": ", ".join(f"{rid}: {outcome}" for rid, outcome in sorted(checked.items())) or "-"}
+
+
 def view(results: dict[str, Any], lang: str) -> dict[str, Any]:
     """The values the template shows, derived from results.json (no I/O)."""
     if lang not in messages.LANGS:
@@ -180,6 +188,7 @@ def view(results: dict[str, Any], lang: str) -> dict[str, Any]:
         "manual_checks": results.get("manual_checks") or [],
         "leftovers": _leftovers(results),
         "drift": results.get("drift"),
+        "forecast": _forecast(results),
     }
 
 
