@@ -12,6 +12,10 @@ from pytest_dgxspark.judge import exitpath, identity
 from pytest_dgxspark.judge import order as runorder
 from pytest_dgxspark.judge.attribution import breaks
 from pytest_dgxspark.judge.fold import blocking_rules, fold
+from pytest_dgxspark.judge.forecast import checked as forecast_checked
+from pytest_dgxspark.judge.forecast import enforce as enforce_forecast
+from pytest_dgxspark.judge.forecast import entries as forecast_entries
+from pytest_dgxspark.judge.forecast import forecast_of, forecast_phase, forecast_setup
 from pytest_dgxspark.judge.reports import judge_phase, set_check_timer, teststatus
 from pytest_dgxspark.judge.runstate import (
     RunState,
@@ -21,13 +25,8 @@ from pytest_dgxspark.judge.runstate import (
     state_key,
 )
 from pytest_dgxspark.judge.scope import scope_of
-from pytest_dgxspark.judge.forecast import forecast_of, forecast_phase, forecast_setup
-from pytest_dgxspark.judge.forecast import checked as forecast_checked
-from pytest_dgxspark.judge.forecast import enforce as enforce_forecast
-from pytest_dgxspark.judge.forecast import entries as forecast_entries
 from pytest_dgxspark.judge.status import (
     BLOCKED_PREFIX,
-    BROKEN,
     Status,
     blocked_by_key,
     not_applicable_key,

@@ -7,9 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dgxspark.site.hardening import AUDIT_POLICY_PATH, PSA_CONFIG_PATH, Declared, HostState, declared, \
-    persisted_sysctls, problems, site_problems
 from pytest_dgxspark.catalog.rules import CatalogError, load_catalog
+from pytest_dgxspark.site.hardening import (
+    AUDIT_POLICY_PATH,
+    PSA_CONFIG_PATH,
+    Declared,
+    HostState,
+    declared,
+    persisted_sysctls,
+    problems,
+)
 from pytest_dgxspark.site.model import SiteError, load_site
 from tests.conftest import REPO
 

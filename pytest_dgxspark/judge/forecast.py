@@ -4,6 +4,7 @@ forecast section and the summary's page 1, never to `rules[]`; the verdict chang
 them (rke2/vars.yml `forecast: enforce`)."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -106,7 +107,7 @@ def checked(records: list[ForecastRecord]) -> dict[str, str]:
     return outcome
 
 
-def enforce(results: dict[str, Any], site_vars: dict[str, Any]) -> None:
+def enforce(results: dict[str, Any], site_vars: Mapping[str, Any]) -> None:
     """With `forecast: enforce` in the site's vars, an advised forecast rejects an otherwise accepted run."""
     results["forecast_mode"] = site_vars.get("forecast", "advise")
     advised = sorted({e["id"] for e in results.get("forecast", []) if e["status"] == "advised"})
@@ -134,17 +135,18 @@ def forecast_phase(state: RunState, item: pytest.Item, report: pytest.TestReport
     FAILED check); its teardown records what it ended with (state.forecast)."""
     advice = item.stash.get(forecast_key, [])
     if report.when == "call" and report.passed and advice:
-        report.dgxspark_status = ADVISED
+        report.dgxspark_status = ADVISED  # type: ignore[attr-defined]
     elif report.failed:
-        report.dgxspark_status = "target-error"
+        report.dgxspark_status = "target-error"  # type: ignore[attr-defined]
     phases = state.phases.setdefault(item.nodeid, {})
     phases[report.when] = report
     if report.when == "teardown":
         call = phases.get("call") or phases.get("setup") or report
         first = next((r for r in phases.values() if r.failed or r.skipped), call)
         message = _last_line(first.longreprtext) if first.failed or first.skipped else ""
+        evidence: list[Any] = item.stash.get(evidence_key, [])
         state.forecast.append(ForecastRecord(item.nodeid, forecast_of(item) or "", outcome_of(advice, first),
-                                             list(advice), message, list(item.stash.get(evidence_key, []))))
+                                             list(advice), message, list(evidence)))
 
 
 def _last_line(text: str) -> str:

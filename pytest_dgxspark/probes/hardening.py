@@ -5,9 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_dgxspark.site.hardening import AUDIT_POLICY_PATH, CIS_SYSCTLS, PSA_CONFIG_PATH, etcd_account, parse_sysctl, \
-    persisted_sysctls
 from pytest_dgxspark.probes import Command, Reading, Settings
+from pytest_dgxspark.site.hardening import (
+    AUDIT_POLICY_PATH,
+    CIS_SYSCTLS,
+    PSA_CONFIG_PATH,
+    etcd_account,
+    parse_sysctl,
+    persisted_sysctls,
+)
 
 NAME = "hardening"
 

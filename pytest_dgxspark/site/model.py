@@ -14,8 +14,8 @@ import jsonschema
 
 from pytest_dgxspark.data.redact import is_secret_key
 from pytest_dgxspark.data.yamlload import load_yaml, loads
-from pytest_dgxspark.site.schemas import HELMCHART_SCHEMA, INVENTORY_SCHEMA, VARS_SCHEMA
 from pytest_dgxspark.site.hardening import site_problems as hardening_problems
+from pytest_dgxspark.site.schemas import HELMCHART_SCHEMA, INVENTORY_SCHEMA, VARS_SCHEMA
 
 SERVER_GROUP = "rke2_servers"
 AGENT_GROUP = "rke2_agents"
