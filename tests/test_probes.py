@@ -143,5 +143,6 @@ def test_the_gpu_chain_reads_the_driver_nvml_and_runtime_probes_and_the_whole_su
     out = subprocess.run([sys.executable, "-c", COLLECT, json.dumps(selections)], cwd=REPO, capture_output=True, text=True,
                          timeout=120)
     read = [json.loads(ln.split(" ", 1)[1]) for ln in out.stdout.splitlines() if ln.startswith("PROBES ")]
-    assert read == [["containerd", "nvidia_driver", "nvml"], ["containerd", "hardening", "network", "nvidia_driver", "nvml", "rke2"],
+    assert read == [["containerd", "nvidia_driver", "nvml"], ["containerd", "hardening", "network", "nvidia_driver", "nvml", "rke2",
+                                                                    "upkeep"],
                     ["network"]], out.stdout[-2000:] + out.stderr[-2000:]

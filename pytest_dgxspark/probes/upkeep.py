@@ -14,8 +14,17 @@ NAME = "upkeep"
 
 # the packages an unattended upgrade can swap under a running GPU stack (pando85/homelab#4110's blacklist)
 PACKAGE_PATTERNS = ("nvidia-*", "libnvidia-*", "cuda-*", "linux-image-*", "nvidia-container-toolkit*")
-PACKAGES = ("dpkg-query -W --showformat='${db:Status-Abbrev}\\t${Package}\\t${Version}\\n' "
-            + " ".join(f"'{p}'" for p in PACKAGE_PATTERNS) + " 2>/dev/null; true")
+CPU_PACKAGE_PATTERNS = ("linux-image-*",)  # a host without a GPU: only its kernel
+
+
+def packages_command(gpu: bool) -> str:
+    """dpkg-query of the packages that matter on the host (installed, held, removed), one tab-separated line each."""
+    patterns = PACKAGE_PATTERNS if gpu else CPU_PACKAGE_PATTERNS
+    return ("dpkg-query -W --showformat='${db:Status-Abbrev}\\t${Package}\\t${Version}\\n' "
+            + " ".join(f"'{p}'" for p in patterns) + " 2>/dev/null; true")
+
+
+PACKAGES = packages_command(True)
 NVML_FILES = "ls -1 /usr/lib/*-linux-gnu/libnvidia-ml.so.* /usr/lib64/libnvidia-ml.so.* 2>/dev/null; true"
 REBOOT = ("for f in /var/run/reboot-required /var/run/reboot-required.pkgs; do "
           "[ -e \"$f\" ] && { echo \"### $f\"; cat \"$f\"; }; done; true")
@@ -23,7 +32,7 @@ APT_CONFIG = "command -v apt-config >/dev/null && apt-config dump; true"  # APT'
 
 
 def commands(spec: Any, settings: Settings) -> tuple[Command, ...]:
-    found = [Command(PACKAGES), Command(REBOOT), Command(APT_CONFIG)]
+    found = [Command(packages_command(spec.gpu)), Command(REBOOT), Command(APT_CONFIG)]
     if spec.gpu:
         found.append(Command(NVML_FILES))
     return tuple(found)
@@ -88,7 +97,7 @@ class Upkeep(Reading):
 
     @property
     def packages(self) -> Any:
-        return self.answer(PACKAGES)
+        return self.answer(packages_command(bool(self.target.spec.gpu)))
 
     @property
     def reboot(self) -> Any:
