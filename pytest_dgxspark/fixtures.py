@@ -119,8 +119,12 @@ def connections(request: pytest.FixtureRequest, targets: Any) -> Iterator[Connec
         conns = Connections(targets, probes.Settings(smi_timeout_s=run.smi_timeout_s, command_timeout_s=run.command_timeout_s))
         request.config.stash[connections_key] = conns
     yield conns
-    try:  # the facts provenance needs, over connections already open (never opens new ones)
-        provenance.prefetch(list(conns.hosts.values()), conns.cluster_if_open())
+    from pytest_dgxspark.judge import exitpath
+
+    try:  # the facts provenance needs, over connections already open (never opens new ones); not once the run is
+        # ending on a signal or its deadline: results.json is written by then, and a slow API would hold the exit
+        if not exitpath.pending():
+            provenance.prefetch(list(conns.hosts.values()), conns.cluster_if_open())
     finally:
         conns.close()
 

@@ -195,3 +195,23 @@ def test_a_testbed_left_by_a_sigkilled_run_is_found_stopped_and_reported_by_the_
                    for pid in pids)
     results = json.loads(((tmp_path / "reports" / "latest").resolve() / "results.json").read_text())
     assert [(t["directory"], t["state"]) for t in results["leftover_testbeds"]] == [(str(started), "stopped")]
+
+
+def test_the_deadline_bounds_a_run_whose_api_answers_each_request_after_60_s(tmp_path):
+    from tests.conftest import REPO
+
+    scenario = tmp_path / "slow"
+    scenario.mkdir()
+    (scenario / "scenario.yaml").write_text("description: an API answering each request after 60 s\nextends: healthy\n"
+                                            "cluster:\n  faults: {latency_ms: 60000}\n"
+                                            "expect: {rules: {}, root_causes: []}\n")
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "pytest", "suites", "--testbed", str(scenario), "-q",
+                           "-p", "no:cacheprovider", "--report-dir", str(tmp_path / "reports"),
+                           "--dgxspark-deadline", "30", "-k", "node_ready or allocatable"],
+                          cwd=REPO, capture_output=True, text=True, timeout=400)
+    took = time.monotonic() - started
+    results = json.loads(((tmp_path / "reports" / "latest").resolve() / "results.json").read_text())
+    assert took < 150, (took, proc.stdout[-2000:])
+    assert results["verdict"] == "INCOMPLETE" and results["run"]["interrupted"]["cause"] == "deadline"
+    assert proc.returncode == 8, proc.stdout[-2000:]
