@@ -215,3 +215,39 @@ def test_the_deadline_bounds_a_run_whose_api_answers_each_request_after_60_s(tmp
     assert took < 150, (took, proc.stdout[-2000:])
     assert results["verdict"] == "INCOMPLETE" and results["run"]["interrupted"]["cause"] == "deadline"
     assert proc.returncode == 8, proc.stdout[-2000:]
+
+
+@pytest.mark.parametrize("signals", [["SIGINT", "SIGINT"], ["SIGTERM"], ["SIGHUP"]], ids=["sigint-twice", "sigterm",
+                                                                                        "sighup"])
+def test_a_signal_during_the_cuda_sample_leaves_a_sealed_bundle_and_no_namespace(tmp_path, signals):
+    from kubernetes import client, config as kube_config
+
+    from pytest_dgxspark.testbed import Testbed
+    from tests.conftest import REPO
+
+    with Testbed("healthy", tmp_path / "tb") as testbed:
+        core = client.CoreV1Api(kube_config.new_client_from_config(str(testbed.kubeconfig),
+                                                                   context="tirosh-home/rke2/gpu"))
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pytest", "suites", "--site", str(REPO / "sites" / "tirosh-home"), "-q",
+             "-p", "no:cacheprovider", "--report-dir", str(tmp_path / "reports"), "-k", "cuda_sample",
+             "--dgxspark-inventory", str(testbed.inventory), "--dgxspark-kubeconfig", str(testbed.kubeconfig),
+             "--dgxspark-ssh-config", str(testbed.ssh_config)],
+            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        deadline = time.monotonic() + 180
+        while not [n for n in core.list_namespace().items if n.metadata.name.startswith("dgxspark-cuda-")]:
+            assert proc.poll() is None and time.monotonic() < deadline, "the CUDA namespace never appeared"
+            time.sleep(0.05)
+        for name in signals:
+            proc.send_signal(getattr(signal, name))
+            time.sleep(0.3)
+        output, _ = proc.communicate(timeout=120)
+        left = [n.metadata.name for n in core.list_namespace().items
+                if n.metadata.name.startswith("dgxspark-cuda-") and not n.metadata.deletion_timestamp]
+    assert left == [], output[-3000:]
+    assert proc.returncode == pytest.ExitCode.INTERRUPTED, output[-3000:]
+    bundle = (tmp_path / "reports" / "latest").resolve()
+    results = json.loads((bundle / "results.json").read_text())
+    assert results["verdict"] == "INCOMPLETE" and results["run"]["interrupted"]["by"] == signals[0]
+    assert "results.json" in (bundle / "MANIFEST.sha256").read_text()
+    assert "Traceback" not in output
