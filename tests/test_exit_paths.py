@@ -220,7 +220,8 @@ def test_the_deadline_bounds_a_run_whose_api_answers_each_request_after_60_s(tmp
 @pytest.mark.parametrize("signals", [["SIGINT", "SIGINT"], ["SIGTERM"], ["SIGHUP"]], ids=["sigint-twice", "sigterm",
                                                                                         "sighup"])
 def test_a_signal_during_the_cuda_sample_leaves_a_sealed_bundle_and_no_namespace(tmp_path, signals):
-    from kubernetes import client, config as kube_config
+    from kubernetes import client
+    from kubernetes import config as kube_config
 
     from pytest_dgxspark.testbed import Testbed
     from tests.conftest import REPO
