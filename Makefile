@@ -7,9 +7,10 @@ PYTHON ?= python3
 PY := $(VENV)/bin/python
 PYTEST := $(VENV)/bin/pytest
 ANSIBLE_PLAYBOOK ?= $(VENV)/bin/ansible-playbook
-# `make demo` passes --site only when SITE is given (a scenario carrying its own site keeps it); others default it.
+# `make demo` passes --site only when SITE is given (a scenario carrying its own site keeps it); `make conformance`
+# and `make rke2/*` need SITE= (a real target is never implied).
 SITE_GIVEN := $(filter-out undefined default,$(origin SITE))
-SITE ?= tirosh-home
+SITE ?=
 SCENARIO ?= healthy
 REPORT_DIR ?= reports
 PYTEST_ARGS ?=
@@ -58,8 +59,11 @@ lint: setup ## ruff (pyflakes, import order) over the code and mypy over the fac
 	$(VENV)/bin/ruff check pytest_dgxspark suites tests conftest.py provisioning
 	$(VENV)/bin/mypy
 
-conformance: setup ## the suite against the real site sites/<SITE>/
-	$(PYTEST) suites --site sites/$(SITE) --report-dir $(REPORT_DIR) -p no:cacheprovider $(PYTEST_ARGS)
+conformance: setup ## the suite against the real site sites/<SITE>/ (SITE= required; prints the run plan first)
+	@test -n "$(SITE)" || { echo "make conformance: SITE= is required (sites: $(notdir $(wildcard sites/*))), e.g." \
+	  "make conformance SITE=tirosh-home; make conformance SITE=tirosh-home PYTEST_ARGS=--dgxspark-plan shows the plan only" >&2; exit 2; }
+	@$(PYTEST) suites --site sites/$(SITE) --report-dir $(REPORT_DIR) -p no:cacheprovider $(PYTEST_ARGS); \
+	status=$$?; echo "conformance: pytest exit $$status"; exit $$status
 
 bench: setup ## the suite against 1, 4, 16 and 32 simulated nodes, 20 ms per SSH command and API request [BENCH_NODES=1,16]
 	$(PY) -m pytest_dgxspark.testbed.bench $(if $(BENCH_NODES),--nodes $(BENCH_NODES))

@@ -3,14 +3,18 @@
 # Order at a site: rke2/server/install -> rke2/agent/install -> rke2/kubeconfig -> rke2/gpu/operator/apply CONFIRM=yes
 #                  -> rke2/argocd/register -> rke2/suite/rbac. The install targets never deploy the GPU Operator.
 
-SITE ?= tirosh-home
+# SITE= is required (a real target is never implied): every target here reaches the site's hosts or API.
+SITE ?=
 VENV ?= .venv
 PYTHON ?= $(VENV)/bin/python
 ANSIBLE_PLAYBOOK ?= $(VENV)/bin/ansible-playbook
 # The site folder and its inventory (another inventory: INVENTORY=...; a rehearsal: the testbed's inventory.yml).
 SITE_DIR ?= sites/$(SITE)
 INVENTORY ?= $(SITE_DIR)/inventory.yml
-# The controller kubeconfig rke2/kubeconfig merges into; the later targets and the suite read it.
+# The controller kubeconfig rke2/kubeconfig merges into. The later targets (the operator preflight and apply,
+# argocd/register) read the kubeconfig the suite reads: KUBECONFIG_OUT when given here, else the site's
+# rke2/kubeconfig.yml, else $KUBECONFIG's first file, else ~/.kube/config (playbooks/vars/kubeconfig.yml).
+RKE2_KUBECONFIG_GIVEN := $(filter command line environment override,$(origin KUBECONFIG_OUT))
 KUBECONFIG_OUT ?= $(HOME)/.kube/config
 # An OpenSSH client config for Ansible and the suite's preflight (bastions, keys, known_hosts), e.g.
 # SSH_CONFIG=~/.ssh/config.d/site; without it, ssh reads ~/.ssh/config as usual.
@@ -29,12 +33,16 @@ RKE2_PLAYBOOKS := $(RKE2_PROVISIONING)/playbooks
 RKE2_ANSIBLE = ANSIBLE_CONFIG=$(RKE2_PROVISIONING)/ansible.cfg \
 	$(if $(SSH_CONFIG),ANSIBLE_SSH_ARGS="-F $(abspath $(SSH_CONFIG)) -o ControlMaster=auto -o ControlPersist=60s") $(ANSIBLE_PLAYBOOK) \
 	-i $(abspath $(INVENTORY)) -e rke2_site_dir=$(RKE2_SITE_DIR) -e rke2_kubeconfig_out=$(abspath $(KUBECONFIG_OUT)) \
+	$(if $(RKE2_KUBECONFIG_GIVEN),-e rke2_kubeconfig_given=$(abspath $(KUBECONFIG_OUT))) \
 	$(if $(SSH_CONFIG),-e gpu_operator_preflight_ssh_config=$(abspath $(SSH_CONFIG))) $(ANSIBLE_ARGS)
 
 .PHONY: rke2/site-exists rke2/server/install rke2/agent/install rke2/status rke2/kubeconfig \
 	rke2/gpu/operator/apply rke2/argocd/register rke2/suite/rbac rke2/check
 
-rke2/site-exists: ## fail unless the site's inventory and rke2/vars.yml exist
+rke2/site-exists: ## fail unless SITE= is given and the site's inventory and rke2/vars.yml exist
+	@test -n "$(SITE)$(filter-out file default undefined,$(origin SITE_DIR))" || \
+	  { echo "make: SITE= is required: these targets reach the site's hosts and API (sites: $(notdir $(wildcard sites/*)))," \
+	    "e.g. make $(MAKECMDGOALS) SITE=tirosh-home" >&2; exit 2; }
 	@test -f $(abspath $(INVENTORY)) -a -f $(RKE2_SITE_DIR)/rke2/vars.yml || \
 	  { echo "$(SITE_DIR): $(INVENTORY) and $(SITE_DIR)/rke2/vars.yml must exist (SITE=$(SITE))" >&2; exit 2; }
 

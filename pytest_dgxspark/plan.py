@@ -55,6 +55,7 @@ class RunPlan:
     baseline: Any = None  # report.drift.Baseline, loaded and checked
     command_timeout_s: int = DEFAULT_COMMAND_TIMEOUT_S  # a host command's limit (the gathering round follows it)
     deadline_s: int = DEFAULT_DEADLINE_S  # the whole run ends (INCOMPLETE, cause deadline) past this
+    notes: tuple[str, ...] = ()  # what would stop a run, shown by --dgxspark-plan (a run raises them as usage errors)
 
     def __repr__(self) -> str:
         return (f"RunPlan(site={self.site.name!r} ({self.site_source}), testbed={self.testbed_ref!r}, "
@@ -144,8 +145,26 @@ def _scenario(ref: str | None, problems: list[str]) -> Any:
     return loaded
 
 
+def available_targets(config: pytest.Config) -> str:
+    """The sites under the rootdir's sites/ and the bundled scenarios, for a usage error that names what to give."""
+    from pytest_dgxspark.testbed import scenario as scenarios
+
+    sites = sorted(p.parent.name for p in (Path(config.rootpath) / "sites").glob("*/inventory.yml"))
+    names = [name for name, _ in scenarios.bundled()]
+    return (f"  --site sites/<name>     a real site: its inventory's hosts over SSH and its kubeconfig context "
+            f"(sites here: {', '.join(sites) or 'none'})\n"
+            f"  --testbed <scenario>    a simulated DGX Spark (scenarios: {', '.join(names)})\n"
+            "  --dgxspark-plan         with either: print what the run would contact and write, and exit")
+
+
+def no_target_given(config: pytest.Config) -> bool:
+    """A dgxspark run with neither --site nor --testbed: nothing may be contacted (a real target is never implied)."""
+    return not config.getoption("dgxspark_site") and not config.getoption("dgxspark_testbed")
+
+
 def _site(config: pytest.Config, scenario: Any) -> tuple[Path, str]:
-    """Site precedence, decided once: --site, else the scenario's own site, else the ini key, else the default."""
+    """Site precedence, decided once: --site, else (for a testbed) the scenario's own site, else the ini key, else the
+    bundled default. A real run always names its site (no_target_given refuses it before this)."""
     if config.getoption("dgxspark_site"):
         return _root_relative(config, config.getoption("dgxspark_site")), "--site"
     if scenario is not None and scenario.site_dir is not None:
@@ -168,7 +187,10 @@ def _kubeconfig(config: pytest.Config, site: Site, problems: list[str]) -> Path 
     else:
         home = Path.home() / ".kube" / "config"
         if not home.is_file():
-            return None  # the cluster checks say there is no kubeconfig (an error, never a pass)
+            problems.append(f"no kubeconfig for context {site.context!r}: looked for --dgxspark-kubeconfig, "
+                            f"{site.root / 'rke2' / 'kubeconfig.yml'}, $KUBECONFIG and {home}; give one of them "
+                            f"(make rke2/kubeconfig SITE={site.name} writes {home})")
+            return None
         path, where = home, str(home)
     if not path.is_file():
         problems.append(f"{where}: kubeconfig not found (give --dgxspark-kubeconfig or run make rke2/kubeconfig)")
@@ -181,24 +203,61 @@ def _kubeconfig(config: pytest.Config, site: Site, problems: list[str]) -> Path 
     return path
 
 
+# testinfra's own host options: the same meaning is honoured (--ssh-config, --ansible-inventory), the rest is refused
+# with where its setting lives, since the hosts, their route and sudo come from the inventory (as for Ansible).
+_TESTINFRA_REFUSED = {
+    "hosts": "--hosts: the hosts are the inventory's (the site's inventory.yml or --dgxspark-inventory FILE)",
+    "connection": "--connection: set ansible_connection (ssh, or local at the node's console) in the inventory",
+    "ssh_extra_args": "--ssh-extra-args: set ansible_ssh_common_args (e.g. -o ProxyJump=bastion) in the inventory",
+    "ssh_identity_file": "--ssh-identity-file: set ansible_ssh_private_key_file in the inventory, or IdentityFile "
+                         "in the SSH config",
+    "sudo": "--sudo: sudo follows ansible_user (root logs in as root; any other user runs sudo -n)",
+    "sudo_user": "--sudo-user: sudo follows ansible_user (root logs in as root; any other user runs sudo -n)",
+    "force_ansible": "--force-ansible: the suite reaches hosts over SSH itself, with the route Ansible takes",
+}
+
+
+def _testinfra_refused(config: pytest.Config, problems: list[str]) -> None:
+    for dest, why in _TESTINFRA_REFUSED.items():
+        if config.getoption(dest, None):
+            problems.append(f"{why}; testinfra's option is not used by pytest-dgxspark")
+
+
+def _testinfra_options(config: pytest.Config, problems: list[str]) -> tuple[str | None, str | None]:
+    """(--dgxspark-inventory, --dgxspark-ssh-config), testinfra's --ansible-inventory and --ssh-config standing in
+    for them; testinfra's other host options are refused naming where their setting lives."""
+    found = []
+    for ours, theirs in (("dgxspark_inventory", "ansible_inventory"), ("dgxspark_ssh_config", "ssh_config")):
+        mine, other = config.getoption(ours, None), config.getoption(theirs, None)
+        if mine and other and mine != other:
+            problems.append(f"--{theirs.replace('_', '-')} {other} and --{ours.replace('_', '-')} {mine}: give one")
+        found.append(mine or other)
+    return found[0], found[1]
+
+
 def _hosts(config: pytest.Config, site: Site, problems: list[str]) -> tuple[HostSpec, ...]:
-    inventory = config.getoption("dgxspark_inventory")
-    ssh_config = config.getoption("dgxspark_ssh_config")
+    from pytest_dgxspark.targets.sshroute import alias_only_blocks
+
+    inventory, ssh_config = _testinfra_options(config, problems)
     if ssh_config and not Path(ssh_config).is_file():
         problems.append(f"--dgxspark-ssh-config {ssh_config}: file not found")
         ssh_config = None
+    hosts = site.hosts
     if inventory:
         if not Path(inventory).exists():
             problems.append(f"--dgxspark-inventory {inventory}: file not found")
             return ()
         try:
-            return load_inventory(Path(inventory), ssh_config)[1]
+            hosts = load_inventory(Path(inventory), ssh_config)[1]
         except SiteError as exc:
             problems.append(str(exc))
             return ()
-    if ssh_config:
-        return tuple(replace(h, ssh_config=ssh_config) for h in site.hosts)
-    return site.hosts
+    elif ssh_config:
+        hosts = tuple(replace(h, ssh_config=ssh_config) for h in site.hosts)
+    for host in hosts:
+        if host.connection == "ssh":
+            problems.extend(alias_only_blocks(host.ssh_config, host.name, host.address))
+    return hosts
 
 
 def _bundle_inputs(config: pytest.Config, problems: list[str]) -> tuple[Path | None, Any]:
@@ -242,17 +301,25 @@ def _redacted_note(check: ManualCheck, root: Path) -> ManualCheck:
     return replace(check, note=redact_text(check.note, f"{root}/manual-checks.yml {check.id}.note", remember=True))
 
 
-def resolve(config: pytest.Config, catalog: Catalog) -> RunPlan:
-    """The plan of this run; one UsageError lists every problem (file or option, key, what was expected)."""
+def resolve(config: pytest.Config, catalog: Catalog, planning: bool = False) -> RunPlan:
+    """The plan of this run; one UsageError lists every problem (file or option, key, what was expected). `planning`
+    (--dgxspark-plan): a missing kubeconfig is a note of the printed plan instead."""
     problems: list[str] = []
+    notes: list[str] = []
+    if no_target_given(config):
+        raise pytest.UsageError("no target given: pytest-dgxspark never implies a real site; give one of\n"
+                                + available_targets(config))
     testbed_ref = config.getoption("dgxspark_testbed")
     if testbed_ref:
         clash = [o for o, d in (("--dgxspark-kubeconfig", "dgxspark_kubeconfig"),
                                 ("--dgxspark-inventory", "dgxspark_inventory"),
-                                ("--dgxspark-ssh-config", "dgxspark_ssh_config")) if config.getoption(d)]
+                                ("--dgxspark-ssh-config", "dgxspark_ssh_config"),
+                                ("--ansible-inventory", "ansible_inventory"), ("--ssh-config", "ssh_config"))
+                 if config.getoption(d, None)]
         if clash:
             problems.append(f"--testbed {testbed_ref} supplies its own kubeconfig, inventory and ssh_config: "
                             f"drop {' and '.join(clash)} (or drop --testbed to check a real site)")
+    _testinfra_refused(config, problems)
     cuda = _seconds(config, "dgxspark_cuda_timeout", DEFAULT_CUDA_TIMEOUT_S, problems)
     smi = _seconds(config, "dgxspark_smi_timeout", DEFAULT_SMI_TIMEOUT_S, problems)
     command = _seconds(config, "dgxspark_command_timeout", DEFAULT_COMMAND_TIMEOUT_S, problems)
@@ -278,7 +345,7 @@ def resolve(config: pytest.Config, catalog: Catalog) -> RunPlan:
     if site is not None:
         if not testbed_ref:
             hosts = _hosts(config, site, problems)
-            kubeconfig = _kubeconfig(config, site, problems)
+            kubeconfig = _kubeconfig(config, site, notes if planning else problems)
         for load in (lambda: load_waivers(site.root / "waivers.yml", catalog.rules),
                      lambda: load_manual_checks(site.root / "manual-checks.yml")):
             try:
@@ -300,5 +367,61 @@ def resolve(config: pytest.Config, catalog: Catalog) -> RunPlan:
         handover=bool(config.getoption("dgxspark_handover")), no_block=bool(config.getoption("dgxspark_no_block")),
         baseline_force=force, waivers=waivers, manual_checks=tuple(manual),
         operator=config.getoption("dgxspark_operator", None), lang=config.getoption("dgxspark_lang", None) or "both",
-        sign_key=sign_key, baseline=baseline, command_timeout_s=command, deadline_s=deadline,
+        sign_key=sign_key, baseline=baseline, command_timeout_s=command, deadline_s=deadline, notes=tuple(notes),
     )
+
+
+def _host_line(host: HostSpec) -> str:
+    """One host of the plan: alias, what is dialled (address, port), as whom (root or sudo), SSH config, known_hosts."""
+    from pytest_dgxspark.targets.sshroute import SshRouteError, resolved, route
+
+    role = f"{host.role}, {'GPU' if host.gpu else 'CPU-only'}"
+    if host.connection == "local":
+        return f"{host.name} ({role}): local (ansible_connection: local), as {os.environ.get('USER') or 'this user'}"
+    try:
+        r = route(host)
+        ssh = resolved(r)
+    except SshRouteError as exc:
+        return f"{host.name} ({role}): {exc}"
+    one = lambda key, default="none": (ssh.get(key) or [default])[0]  # noqa: E731
+    user = one("user", "?")
+    proxy = one("proxyjump") if one("proxyjump") != "none" else one("proxycommand")
+    known = " ".join(v for key in ("userknownhostsfile", "globalknownhostsfile") for v in ssh.get(key, []))
+    return (f"{host.name} ({role}): ssh {user}@{one('hostname', r.destination)} port {one('port', '22')} "
+            f"({'root' if user == 'root' else 'sudo -n as ' + user}); ssh config: {r.config or '~/.ssh/config'}; "
+            f"known_hosts: {known}; proxy: {proxy}; host keys: "
+            + ("checked (an unknown or changed key stops the run)" if one("stricthostkeychecking") in ("ask", "true", "yes")
+               else f"StrictHostKeyChecking {one('stricthostkeychecking')} (set in the SSH config)"))
+
+
+def describe(plan: RunPlan) -> list[str]:
+    """The run plan as printed before a real run and by --dgxspark-plan: what will be contacted and written. Files are
+    read (ssh -G applies the SSH config); nothing is dialled."""
+    from pytest_dgxspark.site.kubeconfig import context_server
+
+    lines = [f"dgxspark: run plan (nothing contacted yet): site {plan.site.name} ({plan.site_source}: {plan.site.root})"]
+    if plan.testbed_ref:
+        lines.append(f"  targets: the simulated DGX Spark of scenario {plan.testbed_ref} (SIMULATED): its hosts, "
+                     "kubeconfig and ssh_config are written when it starts; no site address is dialled")
+    else:
+        lines.append(f"  hosts ({len(plan.hosts)}, over SSH with BatchMode, the route Ansible takes):")
+        lines.extend(f"    {_host_line(h)}" for h in plan.hosts)
+        kubeconfig = plan.kubeconfig
+        for label, context in (("Kubernetes API", plan.site.context), ("management API", plan.site.management_context)):
+            if context is None:
+                lines.append(f"  {label}: no context (rke2/vars.yml names no argocd_context): not contacted")
+                continue
+            if kubeconfig is None:
+                lines.append(f"  {label}: context {context}: no kubeconfig found")
+                continue
+            server = context_server(kubeconfig, context)
+            lines.append(f"  {label}: context {context} -> {server or 'no server in the kubeconfig'} "
+                         f"(kubeconfig {kubeconfig})")
+        lines.append("  written on the cluster: namespace dgxspark-cuda-<run id> with the CUDA sample pod "
+                     f"({plan.site.cuda_sample_image}) and a Lease; deleted at the end, also on failure and Ctrl-C; "
+                     "nothing else is written on a target")
+    lines.append(f"  written here: {plan.report_dir}/<run id>/ (the bundle) and {plan.report_dir}/latest")
+    lines.extend(f"  a run would stop here: {note}" for note in plan.notes)
+    if plan.waivers:
+        lines.append(f"  waivers: {', '.join(sorted(plan.waivers))} ({plan.site.root / 'waivers.yml'})")
+    return lines

@@ -31,7 +31,7 @@ from pytest_dgxspark.judge.status import (
     blocked_by_key,
     not_applicable_key,
 )
-from pytest_dgxspark.plan import is_active, listing_rules, plan_key, resolve
+from pytest_dgxspark.plan import describe, is_active, listing_rules, plan_key, resolve
 from pytest_dgxspark.report import closing
 from pytest_dgxspark.report.results import ResultsNotWritten, build_results, results_key, run_info, write_results
 from pytest_dgxspark.targets.selection import targets_key
@@ -47,11 +47,15 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("dgxspark", "DGX Spark conformance (pytest-dgxspark)")
     group.addoption("--site", dest="dgxspark_site", metavar="DIR",
-                    help="site directory sites/<name> (default: ini dgxspark_site, else sites/tirosh-home)")
+                    help="the real site sites/<name> to check (its hosts over SSH, its kubeconfig context); a run "
+                         "needs --site or --testbed: a real target is never implied")
     group.addoption("--testbed", dest="dgxspark_testbed", metavar="NAME|PATH",
                     help="run against a simulated DGX Spark scenario instead of the site's real targets")
     group.addoption("--report-dir", dest="dgxspark_report_dir", metavar="DIR",
                     help="where each run writes <run-id>/ and the `latest` link (default: reports/)")
+    group.addoption("--dgxspark-plan", action="store_true", dest="dgxspark_plan",
+                    help="print the run plan (hosts: alias, address, port, user, sudo, SSH config, known_hosts; API "
+                         "server and contexts; what is written) and exit 0 without connecting")
     group.addoption("--dgxspark-rules", action="store_true", dest="dgxspark_rules",
                     help="print the rule catalog with the number of tests per rule, and exit")
     group.addoption("--dgxspark-no-block", action="store_true", dest="dgxspark_no_block",
@@ -66,8 +70,33 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="an OpenSSH client config for the hosts (bastions, keys, known_hosts)")
     group.addoption("--dgxspark-baseline-force", action="store_true", dest="dgxspark_baseline_force",
                     help="compare with a --dgxspark-baseline of another site or results schema anyway")
-    parser.addini("dgxspark_site", "default site directory", default="")
+    parser.addini("dgxspark_site", "the site whose vars and manifests a --testbed run reads when neither --site nor "
+                  "the scenario gives one (never a real target)", default="")
     parser.addini("dgxspark_report_dir", "default report directory", default="reports")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> int | None:
+    """--dgxspark-plan: resolve the plan from the files and options, print it and exit 0; nothing connects (no
+    configure, no collection, no testbed started)."""
+    if not config.getoption("dgxspark_plan", False):
+        return None
+    try:
+        catalog = load_catalog()
+    except CatalogError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    for line in describe(resolve(config, catalog, planning=True)):
+        print(line)
+    return 0
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Before a real run touches anything, the plan says what it will contact and write."""
+    plan = session.config.stash.get(plan_key, None)
+    if plan is not None and plan.testbed_ref is None:
+        tw = session.config.get_terminal_writer()
+        for line in describe(plan):
+            tw.line(line)
 
 
 # A check that hangs somewhere no timeout of its own covers becomes an `error`, never a hung run (pytest-timeout).
@@ -99,7 +128,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.timeout = DEFAULT_TEST_TIMEOUT_S
     if is_active(config) and config.option.tbstyle == "auto" and config.option.verbose <= 0:
         config.option.tbstyle = "short"  # an engineer reads the check's words; -v or --tb gives the long form
-    if is_active(config) and not listing_rules(config):
+    if is_active(config) and not listing_rules(config) and not _only_help(config):
         # Only files are read here (site, scenario, governance): host parametrization needs the host names.
         plan = resolve(config, config.stash[catalog_key])
         config.stash[plan_key] = plan
@@ -115,6 +144,11 @@ def pytest_configure(config: pytest.Config) -> None:
             from pytest_dgxspark.fixtures import stop_left_testbeds
 
             stop_left_testbeds(config)
+
+
+def _only_help(config: pytest.Config) -> bool:
+    """--help and --markers describe the plugin: they need no target."""
+    return bool(getattr(config.option, "help", False) or getattr(config.option, "markers", False))
 
 
 @pytest.hookimpl(tryfirst=True)

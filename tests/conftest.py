@@ -36,10 +36,25 @@ def site_copy(tmp_path: Path) -> Path:
     return dest
 
 
+# The site copy's own kubeconfig (a real run refuses to start without one): both contexts point at a port nothing
+# listens on; the stand-in checks of these runs never dial it.
+STANDIN_KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters:
+- {name: c, cluster: {server: "https://127.0.0.1:9"}}
+users:
+- {name: u, user: {token: stand-in}}
+contexts:
+- {name: tirosh-home/rke2/gpu, context: {cluster: c, user: u}}
+- {name: tirosh-home/k3s/argocd, context: {cluster: c, user: u}}
+"""
+
+
 @pytest.fixture
 def suite(pytester: pytest.Pytester):
-    """Write a fake suites/<layer>/test_x.py into the pytester dir, with a copy of the site."""
+    """Write a fake suites/<layer>/test_x.py into the pytester dir, with a copy of the site (and a kubeconfig of it)."""
     shutil.copytree(SITE, pytester.path / "sites" / "tirosh-home")
+    (pytester.path / "sites" / "tirosh-home" / "rke2" / "kubeconfig.yml").write_text(STANDIN_KUBECONFIG)
 
     def write(layer: str, source: str, name: str | None = None) -> Path:
         folder = pytester.path / "suites" / layer

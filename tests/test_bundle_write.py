@@ -131,9 +131,10 @@ def _in_mount_namespace(tmp_path, mount: str, *pytest_args: str):
     import subprocess
     import sys
 
-    from tests.conftest import SITE
+    from tests.conftest import SITE, STANDIN_KUBECONFIG
 
     shutil.copytree(SITE, tmp_path / "sites" / "tirosh-home")
+    (tmp_path / "sites" / "tirosh-home" / "rke2" / "kubeconfig.yml").write_text(STANDIN_KUBECONFIG)
     (tmp_path / "suites" / "host").mkdir(parents=True)
     (tmp_path / "suites" / "host" / "test_host.py").write_text(
         "import pytest\n\n@pytest.mark.rule('ADR-0002.host-driver')\ndef test_driver(evidence):\n"

@@ -56,9 +56,12 @@ def test_a_local_host_still_needs_its_address_for_the_checks(tmp_path):
 def test_the_host_layer_runs_against_this_machine_through_the_local_backend(tmp_path):
     inventory = tmp_path / "inv.yml"
     inventory.write_text(LOCAL_INVENTORY.format(address="127.0.0.1"))
+    from tests.conftest import STANDIN_KUBECONFIG
+
+    (tmp_path / "kubeconfig.yml").write_text(STANDIN_KUBECONFIG)  # a run needs one; the host layer never dials it
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "suites/host", "--site", str(REPO / "sites" / "tirosh-home"),
-         "--dgxspark-inventory", str(inventory), "--report-dir", str(tmp_path / "r"), "-q", "-p", "no:cacheprovider",
+         "--dgxspark-inventory", str(inventory), "--dgxspark-kubeconfig", str(tmp_path / "kubeconfig.yml"), "--report-dir", str(tmp_path / "r"), "-q", "-p", "no:cacheprovider",
          "--dgxspark-smi-timeout", "5"],
         cwd=REPO, capture_output=True, text=True, timeout=300, check=False,
     )

@@ -278,6 +278,7 @@ def test_make_demo_names_pytests_own_status_and_exits_2_for_any_failure(tmp_path
 
 def test_a_kubeconfig_environment_value_naming_no_file_is_a_usage_error(pytester, suite, monkeypatch):
     suite("host", TOUCH)
+    (pytester.path / "sites" / "tirosh-home" / "rke2" / "kubeconfig.yml").unlink()  # the site's own comes first
     monkeypatch.setenv("KUBECONFIG", str(pytester.path / "gone.yml") + ":/elsewhere")
     usage_error(pytester.runpytest(*SITE_ARGS),
                 "$KUBECONFIG */gone.yml: kubeconfig not found (give --dgxspark-kubeconfig or run make rke2/kubeconfig)")

@@ -51,3 +51,19 @@ def kubeconfig_problems(path: Path, context: str) -> list[str]:
         problems.append(f"{path}: clusters.{cluster_name}.cluster.server: expected the API server's URL (https://host:6443)")
     _named(data.get("users", []), user_name, "users", path, problems)
     return problems
+
+
+def context_server(path: Path, context: str) -> str | None:
+    """The API server URL the kubeconfig's `context` points at (None when it names none): read, never dialled."""
+    try:
+        data = load_yaml(path)
+    except ValueError:
+        return None
+    problems: list[str] = []
+    if not isinstance(data, dict):
+        return None
+    ctx = _named(data.get("contexts", []), context, "contexts", path, problems)
+    if ctx is None or not isinstance(ctx.get("cluster"), str):
+        return None
+    cluster = _named(data.get("clusters", []), ctx["cluster"], "clusters", path, problems)
+    return cluster.get("server") if cluster is not None and isinstance(cluster.get("server"), str) else None

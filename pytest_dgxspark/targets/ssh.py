@@ -12,6 +12,7 @@ from testinfra.host import Host
 
 from pytest_dgxspark.checking import TargetError
 from pytest_dgxspark.targets.causes import SSH_CAUSES, SUDO_PASSWORD, Cause, ssh_cause
+from pytest_dgxspark.targets.sshroute import SshRoute, SshRouteError, resolved, route
 
 CONNECT_TIMEOUT_S = 10
 COMMAND_TIMEOUT_S = 60
@@ -88,6 +89,23 @@ class _GuardedSshBackend(SshBackend):
             self._target.raise_if_unreachable()
         return self.result(proc.returncode, cmd, stdout, stderr)
 
+    def _build_ssh_command(self, command: str) -> tuple[list[str], list[str]]:
+        """ssh as Ansible runs it: -F config, the inventory's Port/IdentityFile/User, ConnectTimeout, then
+        ansible_ssh_common_args and ansible_ssh_extra_args (ProxyJump), then the master connection, then ansible_host."""
+        r = self._target.route
+        cmd, args = ["ssh"], []
+        if r.config:
+            cmd.append("-F %s")
+            args.append(r.config)
+        cmd += ["-o BatchMode=yes", "-o ServerAliveInterval=5", "-o ServerAliveCountMax=3", "-o ConnectionAttempts=1"]
+        for option in r.options:
+            cmd.append("%s")
+            args.append(option)
+        cmd += [f"-o ConnectTimeout={self.timeout}", f"-o ControlMaster=auto -o ControlPersist={self.controlpersist}s",
+                f"-o ControlPath={self.controlpath}", "%s %s"]
+        args += [r.destination, command]
+        return cmd, args
+
     def run_ssh(self, command: str) -> CommandResult:
         cmd, cmd_args = self._build_ssh_command(command)
         out = self.run_local(" ".join(cmd), *cmd_args)
@@ -112,18 +130,6 @@ def _ssh_words(stderr: str) -> str:
     return " | ".join(meaningful[-3:])[-400:]
 
 
-def _ssh_config_names(ssh_config: str | None, name: str) -> bool:
-    """Whether an ssh_config has a Host block naming this host (then it decides address and port)."""
-    if not ssh_config or not os.path.isfile(ssh_config):
-        return False
-    with open(ssh_config, encoding="utf-8", errors="replace") as handle:
-        for line in handle:
-            words = line.split()
-            if len(words) > 1 and words[0].lower() == "host" and name in words[1:]:
-                return True
-    return False
-
-
 class HostTarget:
     """One inventory host: its HostSpec and a testinfra Host over one SSH ControlMaster connection."""
 
@@ -138,6 +144,8 @@ class HostTarget:
         self._gathered: dict[str, tuple[int, float, CommandResult]] = {}  # command -> (limit, seconds, answer)
         self.connected = False
         self.command_timeout_s = COMMAND_TIMEOUT_S  # a command's limit when its caller names none (the run plan's)
+        self._route: SshRoute | None = None
+        self._login: str | None = None
 
     def __repr__(self) -> str:
         return f"HostTarget({self.name} {self.spec.address}:{self.spec.port})"
@@ -162,28 +170,28 @@ class HostTarget:
 
             self._host = Host(GuardedLocalBackend())  # the machine the suite runs on, as at the DGX Spark's console
         if self._host is None:
-            spec = self.spec
-            by_config = _ssh_config_names(spec.ssh_config, spec.name)
-            extra = [
-                "-o BatchMode=yes",
-                *([] if by_config else [f"-o HostName={spec.address}"]),
-                "-o ServerAliveInterval=5",
-                "-o ServerAliveCountMax=3",
-                "-o ConnectionAttempts=1",
-            ]
-            backend = _GuardedSshBackend(
-                f"{spec.user}@{spec.name}" if by_config else f"{spec.user}@{spec.name}:{spec.port}",
-                target=self,
-                ssh_config=str(spec.ssh_config) if spec.ssh_config else None,
-                ssh_identity_file=str(spec.identity_file) if spec.identity_file else None,
-                timeout=CONNECT_TIMEOUT_S,
-                controlpath=self._control_path,
-                controlpersist=600,
-                ssh_extra_args=" ".join(extra),
-                sudo=(spec.user or "root") != "root",
-            )
-            self._host = Host(backend)
+            # the route Ansible takes (sshroute.py): ansible_host dialled, inventory options before the config's
+            self._host = Host(_GuardedSshBackend(
+                self.route.destination, target=self, timeout=CONNECT_TIMEOUT_S, controlpath=self._control_path,
+                controlpersist=600, sudo=self.login_user() != "root",
+            ))
         return self._host
+
+    @property
+    def route(self) -> SshRoute:
+        """This host's SSH route: the same destination and options Ansible uses (sshroute.route)."""
+        if self._route is None:
+            self._route = route(self.spec)
+        return self._route
+
+    def login_user(self) -> str:
+        """Who the SSH session logs in as: ansible_user, else what ssh makes of the config (its User, or the login)."""
+        if self.route.user is None and self._login is None:
+            try:
+                self._login = (resolved(self.route).get("user") or ["root"])[0]
+            except SshRouteError:
+                self._login = "root"  # the first command then fails with ssh's own words
+        return self.route.user or self._login or "root"
 
     def mark_unreachable(self, detail: str, cause: Cause | None = None) -> None:
         """Remember that this host is unreachable, and why: later uses fail at once, without retrying."""
