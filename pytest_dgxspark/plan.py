@@ -147,10 +147,10 @@ def _scenario(ref: str | None, problems: list[str]) -> Any:
 
 def available_targets(config: pytest.Config) -> str:
     """The sites under the rootdir's sites/ and the bundled scenarios, for a usage error that names what to give."""
-    from pytest_dgxspark.testbed import scenario as scenarios
+    from pytest_dgxspark.testbed import bundled_scenarios
 
     sites = sorted(p.parent.name for p in (Path(config.rootpath) / "sites").glob("*/inventory.yml"))
-    names = [name for name, _ in scenarios.bundled()]
+    names = [name for name, _ in bundled_scenarios()]
     return (f"  --site sites/<name>     a real site: its inventory's hosts over SSH and its kubeconfig context "
             f"(sites here: {', '.join(sites) or 'none'})\n"
             f"  --testbed <scenario>    a simulated DGX Spark (scenarios: {', '.join(names)})\n"

@@ -10,8 +10,9 @@ from pytest_dgxspark.testbed.leftovers import PREFIX as DIR_PREFIX
 from pytest_dgxspark.testbed.leftovers import LeftTestbed, claim, stop_left
 from pytest_dgxspark.testbed.orchestrator import Testbed, TestbedError
 from pytest_dgxspark.testbed.scenario import Scenario, ScenarioError
+from pytest_dgxspark.testbed.scenario import bundled as bundled_scenarios
 from pytest_dgxspark.testbed.scenario import load as load_scenario
 from pytest_dgxspark.testbed.scenariocheck import bring_up_problems
 
 __all__ = ["DIR_PREFIX", "LeftTestbed", "Scenario", "ScenarioError", "Testbed", "TestbedError", "bring_up_problems",
-           "claim", "load_scenario", "stop_left"]
+           "bundled_scenarios", "claim", "load_scenario", "stop_left"]
