@@ -14,7 +14,9 @@ from pytest_dgxspark.catalog.rules import Catalog
 from pytest_dgxspark.data.pathguard import outside_links
 from pytest_dgxspark.data.redact import redact_text
 from pytest_dgxspark.report.results import report_dir_key
-from pytest_dgxspark.site.governance import ManualCheck, Waiver, load_manual_checks, load_waivers
+from pytest_dgxspark.site.governance import (
+    ManualCheck, Waiver, load_approvers, load_manual_checks, load_waivers, site_digest,
+)
 from pytest_dgxspark.site.kubeconfig import kubeconfig_problems
 from pytest_dgxspark.site.model import HostSpec, Site, SiteError, load_inventory, load_site
 
@@ -55,6 +57,7 @@ class RunPlan:
     baseline: Any = None  # report.drift.Baseline, loaded and checked
     command_timeout_s: int = DEFAULT_COMMAND_TIMEOUT_S  # a host command's limit (the gathering round follows it)
     deadline_s: int = DEFAULT_DEADLINE_S  # the whole run ends (INCOMPLETE, cause deadline) past this
+    site_digest: str | None = None  # governance.site_digest of the site: a waiver applies to this site only
     notes: tuple[str, ...] = ()  # what would stop a run, shown by --dgxspark-plan (a run raises them as usage errors)
 
     def __repr__(self) -> str:
@@ -346,7 +349,12 @@ def resolve(config: pytest.Config, catalog: Catalog, planning: bool = False) -> 
         if not testbed_ref:
             hosts = _hosts(config, site, problems)
             kubeconfig = _kubeconfig(config, site, notes if planning else problems)
-        for load in (lambda: load_waivers(site.root / "waivers.yml", catalog.rules),
+        approvers: dict = {}
+        try:
+            approvers = load_approvers(site.root / "approvers.yml")
+        except SiteError as exc:
+            problems.append(str(exc))
+        for load in (lambda: load_waivers(site.root / "waivers.yml", catalog.rules, approvers),
                      lambda: load_manual_checks(site.root / "manual-checks.yml")):
             try:
                 loaded = load()
@@ -368,6 +376,7 @@ def resolve(config: pytest.Config, catalog: Catalog, planning: bool = False) -> 
         baseline_force=force, waivers=waivers, manual_checks=tuple(manual),
         operator=config.getoption("dgxspark_operator", None), lang=config.getoption("dgxspark_lang", None) or "both",
         sign_key=sign_key, baseline=baseline, command_timeout_s=command, deadline_s=deadline, notes=tuple(notes),
+        site_digest=site_digest(site.root),
     )
 
 
@@ -399,7 +408,8 @@ def describe(plan: RunPlan) -> list[str]:
     read (ssh -G applies the SSH config); nothing is dialled."""
     from pytest_dgxspark.site.kubeconfig import context_server
 
-    lines = [f"dgxspark: run plan (nothing contacted yet): site {plan.site.name} ({plan.site_source}: {plan.site.root})"]
+    lines = [f"dgxspark: run plan (nothing contacted yet): site {plan.site.name} ({plan.site_source}: {plan.site.root})",
+             f"  site digest (a waiver's site_digest): {plan.site_digest}"]
     if plan.testbed_ref:
         lines.append(f"  targets: the simulated DGX Spark of scenario {plan.testbed_ref} (SIMULATED): its hosts, "
                      "kubeconfig and ssh_config are written when it starts; no site address is dialled")

@@ -48,7 +48,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("dgxspark", "DGX Spark conformance (pytest-dgxspark)")
     group.addoption("--site", dest="dgxspark_site", metavar="DIR",
                     help="the real site sites/<name> to check (its hosts over SSH, its kubeconfig context); a run "
-                         "needs --site or --testbed: a real target is never implied")
+                         "needs --site or --testbed: a real target is never implied. Its governance files (docs/governance.md): "
+                         "approvers.yml (name, role, key: an SSH public key), waivers.yml (rule, reason, approver, "
+                         "role, ticket, expires: YYYY-MM-DD, site_digest: sha256:... as --dgxspark-plan prints it), "
+                         "manual-checks.yml (id, title_en, title_ko, attester, date, note)")
     group.addoption("--testbed", dest="dgxspark_testbed", metavar="NAME|PATH",
                     help="run against a simulated DGX Spark scenario instead of the site's real targets")
     group.addoption("--report-dir", dest="dgxspark_report_dir", metavar="DIR",
@@ -348,7 +351,7 @@ def _finish(config: pytest.Config, session: pytest.Session, state: RunState) -> 
                      [item_rule(i) or "" for i in state.deselected],
                      config.getoption("markexpr") or "", config.getoption("keyword") or "")
     folded = fold(
-        state.catalog, state.records, waivers=state.waivers,
+        state.catalog, state.records, waivers=state.waivers, site_digest=state.plan.site_digest,
         handover=state.plan.handover, simulated=bool(simulated_by),
         unattested_manual=[m.id for m in state.manual_checks if not m.attested],
         management_context=tgt.management_context, prerequisites=tgt.prerequisites(),
@@ -359,13 +362,13 @@ def _finish(config: pytest.Config, session: pytest.Session, state: RunState) -> 
         info=info, catalog=state.catalog, fold=folded, records=folded.records, evidence=state.evidence,
         run={
             "simulated": bool(simulated_by), "simulated_by": simulated_by,
-            "site": state.site.name, "testbed": tgt.testbed_ref,
+            "site": state.site.name, "testbed": tgt.testbed_ref, "site_digest": state.plan.site_digest,
             "handover": state.plan.handover, "site_source": state.plan.site_source,
             "context": tgt.context, "hosts": list(tgt.host_names),
             "pytest_args": list(config.invocation_params.args),
             "markexpr": config.getoption("markexpr") or "",
         },
-        waivers=state.waivers, manual_checks=state.manual_checks,
+        waivers=state.waivers, manual_checks=state.manual_checks, site_digest=state.plan.site_digest,
     )
     results["forecast"] = forecast_entries(state.catalog, state.forecast)
     results["forecast_checked"] = forecast_checked(state.forecast)

@@ -50,6 +50,22 @@ contexts:
 """
 
 
+APPROVER_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl kim@hospital"
+
+
+def grant_waiver(site: Path, rule: str, expires: str = "2999-01-01", approver: str = "Kim",
+                 digest: str | None = None) -> Path:
+    """Write approvers.yml (Kim, with a key) and a waiver of `rule` granted against the site as it is now."""
+    from pytest_dgxspark.site.governance import site_digest
+
+    (site / "approvers.yml").write_text(f"approvers:\n  - name: Kim\n    role: security officer\n    key: {APPROVER_KEY}\n")
+    path = site / "waivers.yml"
+    path.write_text(f"waivers:\n  - rule: {rule}\n    reason: Hubble left on for the pilot\n    approver: {approver}\n"
+                    f"    role: security officer\n    ticket: SEC-12\n    expires: {expires}\n"
+                    f"    site_digest: {digest or site_digest(site)}\n")
+    return path
+
+
 @pytest.fixture
 def suite(pytester: pytest.Pytester):
     """Write a fake suites/<layer>/test_x.py into the pytester dir, with a copy of the site (and a kubeconfig of it)."""

@@ -113,7 +113,7 @@ def test_a_site_file_that_is_not_utf8_is_a_usage_error_naming_it(pytester, suite
 
 
 WAIVER = ("waivers:\n- rule: ADR-0002.host-driver\n  reason: vendor fix pending\n  approver: {approver}\n"
-          "  role: head of platform\n  ticket: OPS-1\n  expires: {expires}\n")
+          "  role: head of platform\n  ticket: OPS-1\n  expires: {expires}\n  site_digest: sha256:" + "0" * 64 + "\n")
 
 
 def test_an_impossible_waiver_date_is_a_usage_error_naming_file_and_key(pytester, suite):

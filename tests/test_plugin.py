@@ -6,6 +6,7 @@ import json
 import pytest
 
 from pytest_dgxspark.catalog.rules import load_catalog
+from tests.conftest import grant_waiver
 from tests.pytester_args import SITE_ARGS
 
 
@@ -185,15 +186,13 @@ def test_handover_mode_needs_attested_manual_checks(pytester, suite):
 def test_a_valid_waiver_turns_a_failure_into_waived_and_an_expired_one_rejects(pytester, suite):
     suite("all", _all_rules_source({"ADR-0001.cilium-settings": "assert False, 'hubble on'",
                                     "ADR-0002.image-mirror": "not_applicable('not air-gapped')"}))
-    waivers = pytester.path / "sites" / "tirosh-home" / "waivers.yml"
-    entry = ("waivers:\n  - rule: ADR-0001.cilium-settings\n    reason: Hubble left on for the pilot\n"
-             "    approver: Kim\n    role: security officer\n    ticket: SEC-12\n    expires: {}\n")
-    waivers.write_text(entry.format("2999-01-01"))
+    site = pytester.path / "sites" / "tirosh-home"
+    grant_waiver(site, "ADR-0001.cilium-settings")
     pytester.runpytest(*SITE_ARGS)
     doc = results(pytester)
     assert statuses(doc)["ADR-0001.cilium-settings"] == "waived"
     assert doc["verdict"] == "ACCEPTED"
-    waivers.write_text(entry.format("2020-01-01"))
+    grant_waiver(site, "ADR-0001.cilium-settings", expires="2020-01-01")
     pytester.runpytest(*SITE_ARGS)
     doc = results(pytester)
     assert statuses(doc)["ADR-0001.cilium-settings"] == "failed"
@@ -204,7 +203,7 @@ def test_a_waiver_for_an_unknown_rule_is_a_usage_error(pytester, suite):
     suite("host", "@pytest.mark.rule('ADR-0002.host-driver')\ndef test_driver():\n    pass\n")
     (pytester.path / "sites" / "tirosh-home" / "waivers.yml").write_text(
         "waivers:\n  - rule: ADR-0009.nope\n    reason: r\n    approver: a\n    role: b\n    ticket: T-1\n"
-        "    expires: 2999-01-01\n")
+        "    expires: 2999-01-01\n    site_digest: sha256:" + "0" * 64 + "\n")
     result = pytester.runpytest(*SITE_ARGS)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*sites/tirosh-home/waivers.yml: waivers.0.rule: 'ADR-0009.nope' is not a rule id*"])

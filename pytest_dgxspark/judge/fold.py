@@ -81,6 +81,7 @@ def fold(
     not_applicable: Mapping[str, str] | None = None,
     scope: Scope | None = None,
     reaches: Mapping[str, frozenset[str]] | None = None,
+    site_digest: str | None = None,
 ) -> Fold:
     """Fold test records into rule and layer statuses, root causes and the verdict.
 
@@ -109,8 +110,12 @@ def fold(
     for rid, waiver in waivers.items():
         if raw.get(rid) != Status.FAILED:
             continue
-        if waiver.expired(today):
+        state = waiver.state("failed", today, site_digest)
+        if state == "expired":
             reasons.append(f"{rid}: waiver {waiver.ticket} expired on {waiver.expires.isoformat()}")
+        elif state == "stale":
+            reasons.append(f"{rid}: waiver {waiver.ticket} was granted against site digest {waiver.site_digest}, the "
+                           f"site is now {site_digest}: grant it again for this site")
         else:
             statuses[rid] = Status.WAIVED
     first_broken = [

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import signal
 import threading
+from datetime import date
 from typing import Any
 
 import pytest
@@ -117,11 +118,19 @@ def _status_of(item: pytest.Item, report: pytest.TestReport, state: RunState) ->
         return TARGET_ERROR  # the run could not reach or read a target: never shown as a check's FAILED
     if report.passed and report.when == "call" and state.catalog.rules[item_rule(item) or ""].kind == "informational":
         return Status.RECORDED
+    waiver = state.waivers.get(item_rule(item) or "")
+    if report.failed and report.when == "call" and waiver is not None \
+            and waiver.state("failed", date.today(), state.plan.site_digest) == "applied":
+        # a failure a listed approver accepted: W / "WAIVED by <approver> until <date>" (results.json: waived)
+        report.dgxspark_waiver = f"WAIVED by {waiver.approver} until {waiver.expires.isoformat()}"  # type: ignore[attr-defined]
+        return Status.WAIVED
     return None
 
 
 def teststatus(report: pytest.TestReport) -> tuple[str, str, str] | None:
     """pytest_report_teststatus's answer for a dgxspark phase report, None for pytest's own."""
+    if getattr(report, "dgxspark_status", None) == Status.WAIVED:
+        return "waived", "W", getattr(report, "dgxspark_waiver", "WAIVED")
     return TESTSTATUS.get(getattr(report, "dgxspark_status", None) or "")
 
 

@@ -31,7 +31,7 @@ def block_lines(results: dict[str, Any], run_dir: Path | None) -> list[str]:
     """The closing block's lines."""
     scope = results.get("scope") or {}
     stamp = " (SIMULATED)" if results.get("run", {}).get("simulated") else ""
-    lines = [f"dgxspark: {results['verdict']}, scope: {scope.get('name', 'full')}{stamp}"]
+    lines = [f"dgxspark: {results['verdict']}, scope: {scope.get('name', 'full')}{stamp}{_waived_note(results)}"]
     lines.append(f"  lowest broken layer: {results.get('lowest_broken_layer') or 'none'}")
     details = results.get("root_cause_details") or []
     if details:
@@ -61,6 +61,7 @@ def block_lines(results: dict[str, Any], run_dir: Path | None) -> list[str]:
         lines.append(f"  drift: {len(drift.get('status_changes') or [])} status changes, "
                      f"{len(drift.get('provenance') or [])} provenance changes over "
                      f"{len(drift.get('compared_rules') or [])} rules judged in both runs")
+    lines.extend(_waiver_lines(results))
     counts = results.get("counts") or {}
     ordered = sorted(counts, key=lambda s: _STATUS_ORDER.index(s) if s in _STATUS_ORDER else len(_STATUS_ORDER))
     lines.append("  rules: " + ", ".join(f"{counts[s]} {s}" for s in ordered))
@@ -105,3 +106,43 @@ def _short(reason: str) -> str:
 def _first_line(text: str) -> str:
     line = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
     return line if len(line) <= 240 else line[:237] + "..."
+
+
+_OPEN = ("failed", "error", "blocked", "untested")
+
+
+def _waived_note(results: dict[str, Any]) -> str:
+    """What the verdict line says of waivers: that only waived rules did not pass, or that the open rules are only
+    blocked by waived ones (a waiver accepts a failure, not the checks that failure keeps from running)."""
+    rules = results.get("rules") or []
+    waived = [r["id"] for r in rules if r.get("status") == "waived"]
+    if not waived:
+        return ""
+    open_ = [r for r in rules if r.get("status") in _OPEN and r.get("kind") != "informational"]
+    if not open_:
+        return f" (only waived rules did not pass: {', '.join(waived)})"
+    if all(r.get("status") == "blocked" and set(r.get("blocked_by") or ()) <= set(waived) for r in open_):
+        return (f" (blocked only by waived rules: {', '.join(waived)}; a waiver accepts a failure, not the checks "
+                "it keeps from running)")
+    return ""
+
+
+def _waiver_lines(results: dict[str, Any]) -> list[str]:
+    """Each waiver of the site with its state: applied (approver, role, ticket, expiry), unused, expired or stale."""
+    lines = []
+    for rule in results.get("rules") or []:
+        waiver = rule.get("waiver")
+        if not waiver:
+            continue
+        state = waiver.get("state") or ("expired" if waiver.get("expired") else "applied")
+        who = f"{waiver['approver']} ({waiver['role']}), ticket {waiver['ticket']}"
+        if state == "applied":
+            lines.append(f"  waived: {rule['id']} by {who}, until {waiver['expires']}")
+        elif state == "unused":
+            lines.append(f"  waiver unused: {rule['id']} ({who}): the rule is {rule['status']}, nothing to waive")
+        elif state == "expired":
+            lines.append(f"  waiver expired: {rule['id']} ({who}) expired on {waiver['expires']}: the rule stays failed")
+        else:
+            lines.append(f"  waiver stale: {rule['id']} ({who}) was granted against another site digest: the rule "
+                         "stays failed")
+    return lines

@@ -64,6 +64,7 @@ def build_results(
     run: dict[str, Any],
     waivers: dict,
     manual_checks: list,
+    site_digest: str | None = None,
 ) -> dict[str, Any]:
     """The results.json document (DESIGN.md keys plus the bundle's extras)."""
     finished = datetime.now(timezone.utc)
@@ -91,7 +92,9 @@ def build_results(
             "waiver": None if waiver is None else {
                 "rule": waiver.rule, "reason": waiver.reason, "approver": waiver.approver, "role": waiver.role,
                 "ticket": waiver.ticket, "expires": waiver.expires.isoformat(),
-                "expired": waiver.expired(finished.date()),
+                "expired": waiver.expired(finished.date()), "site_digest": waiver.site_digest,
+                # applied, expired, stale (another site digest) or unused (the rule did not fail)
+                "state": waiver.state(fold.statuses[rule.id], finished.date(), site_digest),
             },
             "tests": tests_by_rule.get(rule.id, []),
         })

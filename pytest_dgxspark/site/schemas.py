@@ -150,11 +150,30 @@ WAIVERS_SCHEMA: dict = {
             "items": {
                 "type": "object",
                 "additionalProperties": False,
-                "required": ["rule", "reason", "approver", "role", "ticket", "expires"],
+                "required": ["rule", "reason", "approver", "role", "ticket", "expires", "site_digest"],
                 "properties": {
                     "rule": _NONEMPTY, "reason": _NONEMPTY, "approver": _NONEMPTY, "role": _NONEMPTY,
                     "ticket": _NONEMPTY, "expires": _DATE,
+                    # the site the waiver was granted against (pytest --site ... --dgxspark-plan prints it)
+                    "site_digest": {"type": "string", "pattern": r"^sha256:[0-9a-f]{64}$"},
                 },
+            },
+        },
+    },
+}
+
+APPROVERS_SCHEMA: dict = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["approvers"],
+    "properties": {
+        "approvers": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["name", "role", "key"],
+                "properties": {"name": _NONEMPTY, "role": _NONEMPTY, "key": _NONEMPTY},
             },
         },
     },
