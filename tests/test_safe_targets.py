@@ -233,3 +233,47 @@ def test_the_operator_preflight_reaches_the_host_with_the_same_site_and_config(s
     assert "ADR-0002.host-driver" in out  # judged on the host it reached: a finding, not an SSH error
     assert "cannot read the host over SSH" not in out
     assert sshd["log"].read_text().count("Accepted publickey") >= 2
+
+
+def _register(tmp_path: Path, *make_args: str) -> subprocess.CompletedProcess:
+    site = tmp_path / "sites" / "loop"
+    shutil.copytree(REPO / "sites" / "tirosh-home", site)
+    (site / "inventory.yml").write_text("all:\n  children:\n    rke2_servers:\n      hosts:\n        gpu-01:\n"
+                                        "          ansible_host: 127.0.0.1\n")
+    env = {**os.environ, "HOME": str(tmp_path)}
+    env.pop("KUBECONFIG", None)
+    return subprocess.run(["make", "-s", "rke2/argocd/register", f"SITE_DIR={site}",
+                           f"VENV={Path(sys.executable).parent.parent}", *make_args], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=300, check=False)
+
+
+def test_argocd_register_without_a_kubeconfig_says_so_once_before_anything_is_applied(tmp_path):
+    proc = _register(tmp_path)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert out.count("fatal: ") == 1, out  # one task fails, once, before anything is applied
+    assert f"kubeconfig {tmp_path}/.kube/config: not found; write it with make rke2/kubeconfig" in out
+    assert "ConfigException" not in out and "Apply the argocd-manager" not in out
+
+
+def test_argocd_register_with_both_apis_down_names_each_once_without_retry_noise(tmp_path):
+    from tests.loopback import free_port
+
+    port = free_port()
+    kubeconfig = tmp_path / "kubeconfig.yml"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\nclusters:\n"
+        f"- {{name: gpu, cluster: {{server: 'https://127.0.0.1:{port}'}}}}\n"
+        f"- {{name: mgmt, cluster: {{server: 'https://127.0.0.1:{port + 1}'}}}}\n"
+        "users:\n- {name: u, user: {token: t}}\ncontexts:\n"
+        "- {name: tirosh-home/rke2/gpu, context: {cluster: gpu, user: u}}\n"
+        "- {name: tirosh-home/k3s/argocd, context: {cluster: mgmt, user: u}}\n")
+    proc = _register(tmp_path, f"KUBECONFIG_OUT={kubeconfig}")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert out.count("fatal: ") == 1, out  # one task fails, once, naming both APIs, before anything is applied
+    assert (f"context tirosh-home/rke2/gpu (https://127.0.0.1:{port}): the API does not answer: ConnectionRefusedError"
+            in out)
+    assert f"context tirosh-home/k3s/argocd (https://127.0.0.1:{port + 1}): the API does not answer" in out
+    assert "MaxRetryError" not in out
+    assert "Retrying (Retry(" not in out and "Apply the argocd-manager" not in out

@@ -24,11 +24,14 @@ description:
     it fails as soon as the Job records a failed pod, with the tail of that pod's log.
   - C(token) requests a bound token of ServiceAccount I(name) in I(namespace) (TokenRequest, I(expiration)
     seconds) and returns it as C(token) with C(expires); never changed, and skipped in check mode.
+  - C(preflight) checks the kubeconfig and that every context of I(contexts) is in it and its API answers
+    (GET /version, once, no retries); it fails once, one line per problem.
 options:
   kubeconfig: {type: path, required: true, description: Controller kubeconfig.}
   context: {type: str, required: true, description: Its context.}
-  action: {type: str, required: true, choices: [get, apply, wait_job, token], description: What to do.}
+  action: {type: str, required: true, choices: [get, apply, wait_job, token, preflight], description: What to do.}
   expiration: {type: int, default: 3600, description: Seconds the token of C(token) lives (at least 600).}
+  contexts: {type: list, elements: str, description: The contexts preflight checks (context is the first).}
   definition: {type: dict, description: The object to apply.}
   api_version: {type: str, description: apiVersion of the object to get or wait for.}
   kind: {type: str, description: Its kind.}
@@ -214,12 +217,57 @@ def request_token(client: Client, p: dict[str, Any]) -> dict[str, Any]:
     return {"token": status["token"], "expires": status.get("expirationTimestamp")}
 
 
+def _innermost(error: BaseException) -> BaseException:
+    while error.__cause__ is not None or getattr(error, "reason", None) is not None:
+        inner = error.__cause__ or getattr(error, "reason", None)
+        if not isinstance(inner, BaseException) or inner is error:
+            break
+        error = inner
+    return error
+
+
+def preflight(kubeconfig: str, contexts: list[str], timeout: int) -> list[str]:
+    """Every reason the kubeconfig or an API of `contexts` cannot be used, one line each (empty: all usable)."""
+    import os
+
+    from kubernetes import client, config
+
+    if not os.path.isfile(kubeconfig):
+        return [f"kubeconfig {kubeconfig}: not found; write it with make rke2/kubeconfig SITE=<site>, or name the file "
+                "with KUBECONFIG_OUT=... (the suite's order: the site's rke2/kubeconfig.yml, $KUBECONFIG, ~/.kube/config)"]
+    import yaml
+
+    try:
+        with open(kubeconfig, encoding="utf-8") as handle:
+            listed = (yaml.safe_load(handle) or {}).get("contexts") or []
+        names = sorted(str(c.get("name", "")) for c in listed if isinstance(c, dict))
+    except (OSError, ValueError, AttributeError, yaml.YAMLError) as exc:  # the kubeconfig's own fault, said once
+        return [f"kubeconfig {kubeconfig}: cannot be read: {exc}"]
+    problems = []
+    for context in contexts:
+        if context not in names:
+            problems.append(f"kubeconfig {kubeconfig}: no context {context!r} (it has: {', '.join(names) or 'none'})")
+            continue
+        cfg = client.Configuration()
+        try:
+            config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg)
+            cfg.retries = 0  # one attempt: a refused API is said once, not retried into a MaxRetryError
+            client.VersionApi(client.ApiClient(cfg)).get_code(_request_timeout=timeout)
+        except Exception as exc:  # noqa: BLE001 - each context's fault becomes its line
+            inner = _innermost(exc)
+            problems.append(f"context {context} ({cfg.host or 'no server'}): the API does not answer: "
+                            f"{type(inner).__name__}: {str(inner)[:200]}")
+    return problems
+
+
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
             "kubeconfig": {"type": "path", "required": True}, "context": {"type": "str", "required": True},
-            "action": {"type": "str", "required": True, "choices": ["get", "apply", "wait_job", "token"]},
+            "action": {"type": "str", "required": True,
+                       "choices": ["get", "apply", "wait_job", "token", "preflight"]},
             "expiration": {"type": "int", "default": 3600},
+            "contexts": {"type": "list", "elements": "str", "default": []},
             "definition": {"type": "dict"}, "api_version": {"type": "str"}, "kind": {"type": "str"},
             "name": {"type": "str"}, "namespace": {"type": "str"},
             "field_manager": {"type": "str", "default": "dgxspark-provisioning"},
@@ -232,6 +280,11 @@ def main() -> None:
         supports_check_mode=True,
     )
     p = module.params
+    if p["action"] == "preflight":
+        problems = preflight(p["kubeconfig"], p["contexts"] or [p["context"]], p["request_timeout"])
+        if problems:
+            module.fail_json(msg="\n".join(problems))
+        module.exit_json(changed=False, contexts=p["contexts"])
     try:
         client = Client(p["kubeconfig"], p["context"], p["request_timeout"])
         if p["action"] == "get":

@@ -1,4 +1,4 @@
-"""dgxspark-report: verify a bundle against a trust anchor, re-render its summary, print its PDF."""
+"""dgxspark-report: show a saved bundle, verify it against a trust anchor, re-render its summary, print its PDF."""
 from __future__ import annotations
 
 import argparse
@@ -45,7 +45,14 @@ def _parser() -> argparse.ArgumentParser:
                      help="re-sign the rewritten manifest with this SSH key (required when the bundle is signed)")
     pdf.add_argument("-o", "--output", type=Path, metavar="FILE",
                      help="print here instead of DIR/summary.pdf (leaves the bundle as it is)")
+    _add_show(commands)
     return parser
+
+
+def _add_show(commands: argparse._SubParsersAction) -> None:
+    """`show DIR`: a saved bundle printed again (report/show.py)."""
+    show = commands.add_parser("show", help="print a saved bundle: verdict, root causes, rule table and drift")
+    show.add_argument("dir", type=Path, help="the bundle directory (reports/<run-id>, or reports/latest)")
 
 
 def verify(directory: Path, allowed_signers: Path | None, identity: str | None, site: Path | None = None) -> int:
@@ -143,6 +150,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.dir.is_dir():
         print(f"dgxspark-report {args.command}: {args.dir} is not a directory", file=sys.stderr)
         return USAGE
+    if args.command == "show":
+        from pytest_dgxspark.report.show import show
+
+        return show(args.dir)
     if args.command == "verify":
         return verify(args.dir, args.allowed_signers, args.identity, args.site)
     if args.command == "pdf":

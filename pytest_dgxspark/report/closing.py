@@ -61,6 +61,7 @@ def block_lines(results: dict[str, Any], run_dir: Path | None) -> list[str]:
         lines.append(f"  drift: {len(drift.get('status_changes') or [])} status changes, "
                      f"{len(drift.get('provenance') or [])} provenance changes over "
                      f"{len(drift.get('compared_rules') or [])} rules judged in both runs")
+        lines.extend(f"    {line}" for line in drift_lines(drift))
     lines.extend(_waiver_lines(results))
     counts = results.get("counts") or {}
     ordered = sorted(counts, key=lambda s: _STATUS_ORDER.index(s) if s in _STATUS_ORDER else len(_STATUS_ORDER))
@@ -145,4 +146,14 @@ def _waiver_lines(results: dict[str, Any]) -> list[str]:
         else:
             lines.append(f"  waiver stale: {rule['id']} ({who}) was granted against another site digest: the rule "
                          "stays failed")
+    return lines
+
+
+def drift_lines(drift: dict[str, Any]) -> list[str]:
+    """Each change since the baseline, named: a rule's status (old -> new), a provenance value (what, old -> new,
+    on which node or the cluster)."""
+    lines = [f"{c['rule']}: {c.get('from')} -> {c.get('to')}" for c in drift.get("status_changes") or []]
+    for change in drift.get("provenance") or []:
+        where = change.get("node") or "cluster"
+        lines.append(f"{where}: {change.get('key')}: {change.get('from')!s} -> {change.get('to')!s}")
     return lines

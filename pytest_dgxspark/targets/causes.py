@@ -49,9 +49,12 @@ SSH_CAUSES: dict[str, Cause] = {c.kind: c for c in (
           "identity file.",
           "실행에 쓰는 공개 키를 호스트의 ~<user>/.ssh/authorized_keys에 넣거나 ansible_user와 키 파일을 고친다."),
     Cause("sudo-password", "sudo on the host asks for a password (the run never types one)",
-          "Allow the SSH user passwordless sudo for the read-only check commands (NOPASSWD in /etc/sudoers.d), or "
-          "connect as root.",
-          "SSH 사용자에게 읽기 전용 점검 명령용 비밀번호 없는 sudo(/etc/sudoers.d의 NOPASSWD)를 허용하거나 root로 접속한다."),
+          "Give the SSH user passwordless sudo for every command ('<user> ALL=(ALL) NOPASSWD: ALL' in "
+          "/etc/sudoers.d/dgxspark: the run and Ansible use sudo -n /bin/sh -c ..., so a rule limited to a few "
+          "commands does not work), or log in as root with a key (README, \"SSH user and sudo\").",
+          "SSH 사용자에게 모든 명령의 비밀번호 없는 sudo('<user> ALL=(ALL) NOPASSWD: ALL'을 /etc/sudoers.d/dgxspark에)를 "
+          "준다. 점검과 Ansible은 sudo -n /bin/sh -c ...로 실행하므로 몇 개 명령만 허용하는 규칙은 통하지 않는다. 또는 "
+          "키로 root 접속한다(README \"SSH user and sudo\")."),
     Cause("banner-timeout", "the host accepted the connection but sshd never greeted (overloaded or frozen host)",
           "Look at the host's console: load, memory, and journalctl -u ssh; restart sshd or the host.",
           "호스트 콘솔에서 부하, 메모리, journalctl -u ssh를 확인하고 sshd 또는 호스트를 재시작한다."),
@@ -264,3 +267,20 @@ def is_transport_error(error: BaseException) -> bool:
         return error.status in (0, 401, 403, 429) or (error.status or 0) >= 500
     return isinstance(error, (urllib3.exceptions.HTTPError, ConnectionError, TimeoutError, socket.gaierror,
                               ssl.SSLError))
+
+
+# The causes whose fix names the site's rke2-server and port 6443: for the Argo CD management cluster (k3s,
+# argocd_context) the fix names that cluster instead.
+_SERVER_SIDE = frozenset({"refused", "unreachable", "dropped", "server-error", "timeout", "throttled"})
+
+
+def for_management(cause: Cause, context: str) -> Cause:
+    """The cause of a fault of the management API (argocd_context): the fix points at the management cluster."""
+    if cause.kind not in _SERVER_SIDE:
+        return cause
+    return Cause(cause.kind, cause.meaning,
+                 f"This is the Argo CD management cluster (context {context}), not the site's RKE2: check k3s on the "
+                 "management host (systemctl status k3s, journalctl -u k3s), that its API port is open from here, and "
+                 "the context's server URL in the kubeconfig; rerun.",
+                 f"사이트의 RKE2가 아닌 Argo CD 관리 클러스터(컨텍스트 {context})다. 관리 호스트의 k3s(systemctl status k3s, "
+                 "journalctl -u k3s), 여기서 API 포트 접근, kubeconfig 컨텍스트의 server URL을 확인하고 다시 실행한다.")

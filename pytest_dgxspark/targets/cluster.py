@@ -15,7 +15,7 @@ from kubernetes.client.exceptions import ApiException
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from pytest_dgxspark.checking import Finding, TargetError
-from pytest_dgxspark.targets.causes import API_CAUSES, api_cause, is_transport_error, observed_status
+from pytest_dgxspark.targets.causes import API_CAUSES, api_cause, for_management, is_transport_error, observed_status
 
 REQUEST_TIMEOUT = (10, 60)
 RETRY_ATTEMPTS = 4
@@ -155,6 +155,7 @@ class Cluster:
         self.cause: Any = None  # the Cause of the first failure that made the API unusable
         self.list_calls: dict[str, int] = {}
         self.management: Cluster | None = None  # the Argo CD management cluster, set by Connections
+        self.is_management = False  # this is that management cluster (its faults get their own fix)
 
     def __repr__(self) -> str:
         return f"Cluster(context={self.context!r})"
@@ -212,6 +213,8 @@ class Cluster:
         not remembered: each check that meets a 403 is its own error, naming what its identity may not do.
         """
         cause = api_cause(error)
+        if self.is_management:
+            cause = for_management(cause, self.context)
         status = getattr(error, "status", None)
         if isinstance(status, int) and status:
             observed = observed_status(error)

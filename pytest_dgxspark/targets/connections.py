@@ -102,6 +102,7 @@ class Connections:
             return None
         if self._management is None:
             self._management = Cluster(self.targets.kubeconfig, context)
+            self._management.is_management = True
         return self._management
 
     def cluster_if_open(self) -> Cluster | None:

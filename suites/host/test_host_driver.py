@@ -46,6 +46,13 @@ def _needs_open_modules(host_target: HostTarget, host_models: str) -> bool:
 @pytest.mark.gpu_host
 def test_nvidia_kernel_module_is_loaded(host_target: HostTarget, nvidia_driver_probe: Driver, evidence: Any) -> None:
     modules = completed(evidence.answer(host_target, LSMOD, nvidia_driver_probe.lsmod), host_target)
+    if modules.rc == SMI_NOT_INSTALLED:  # the shell's "command not found": the tool is missing, not the module
+        unreadable(f"{host_target.where}: lsmod is not installed (exit 127, command not found): the loaded kernel "
+                   "modules cannot be read",
+                   fix="Install kmod on the host (apt-get install kmod: it provides lsmod; DGX OS ships it), or "
+                       "check PATH for the SSH user's /bin/sh; then rerun. Nothing is known about the driver yet.",
+                   fix_ko="호스트에 kmod를 설치한다(apt-get install kmod: lsmod 제공, DGX OS 기본 포함). 또는 SSH 사용자의 "
+                          "/bin/sh PATH를 확인하고 다시 실행한다. 드라이버 상태는 아직 알 수 없다.")
     if modules.rc != 0:
         unreadable(f"{host_target.where}: lsmod exited {modules.rc} ({modules.stderr.strip()[-200:]}): the loaded "
                    "kernel modules cannot be read")
