@@ -19,7 +19,7 @@ PYTEST_ARGS ?=
 SYSTEM_PACKAGES := openssh-server openssh-client gcc libc6-dev iproute2 procps util-linux chromium poppler-utils fonts-noto-cjk
 SYSTEM_BINARIES := /usr/sbin/sshd /usr/bin/ssh gcc ip ps unshare chromium pdftotext
 
-.PHONY: help setup system-deps demo test lint conformance bench clean
+.PHONY: help setup system-deps demo test lint conformance bench clean site-given
 
 help: ## list every target with one line (this list)
 	@awk 'BEGIN {FS = ":[^#]*## "} /^[A-Za-z0-9_.\/-]+:[^=]*## / {printf "make %-26s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -59,9 +59,11 @@ lint: setup ## ruff (pyflakes, import order) over the code and mypy over the fac
 	$(VENV)/bin/ruff check pytest_dgxspark suites tests conftest.py provisioning
 	$(VENV)/bin/mypy
 
-conformance: setup ## the suite against the real site sites/<SITE>/ (SITE= required; prints the run plan first)
-	@test -n "$(SITE)" || { echo "make conformance: SITE= is required (sites: $(notdir $(wildcard sites/*))), e.g." \
-	  "make conformance SITE=tirosh-home; make conformance SITE=tirosh-home PYTEST_ARGS=--dgxspark-plan shows the plan only" >&2; exit 2; }
+site-given: ## fail unless SITE= is given (the targets that reach a real site check it before any set-up)
+	@test -n "$(SITE)" || { echo "make $(MAKECMDGOALS): SITE= is required (sites: $(notdir $(wildcard sites/*))), e.g." \
+	  "make conformance SITE=tirosh-home; PYTEST_ARGS=--dgxspark-plan shows the run plan only" >&2; exit 2; }
+
+conformance: site-given setup ## the suite against the real site sites/<SITE>/ (SITE= required; prints the run plan first)
 	@$(PYTEST) suites --site sites/$(SITE) --report-dir $(REPORT_DIR) -p no:cacheprovider $(PYTEST_ARGS); \
 	status=$$?; echo "conformance: pytest exit $$status"; exit $$status
 

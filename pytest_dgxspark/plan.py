@@ -15,7 +15,12 @@ from pytest_dgxspark.data.pathguard import outside_links
 from pytest_dgxspark.data.redact import redact_text
 from pytest_dgxspark.report.results import report_dir_key
 from pytest_dgxspark.site.governance import (
-    ManualCheck, Waiver, load_approvers, load_manual_checks, load_waivers, site_digest,
+    ManualCheck,
+    Waiver,
+    load_approvers,
+    load_manual_checks,
+    load_waivers,
+    site_digest,
 )
 from pytest_dgxspark.site.kubeconfig import kubeconfig_problems
 from pytest_dgxspark.site.model import HostSpec, Site, SiteError, load_inventory, load_site

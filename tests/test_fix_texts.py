@@ -3,7 +3,6 @@ the management cluster (not rke2-server), a missing lsmod says to install it."""
 from __future__ import annotations
 
 import importlib.util
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
