@@ -27,6 +27,9 @@ def test_an_unknown_host_key_is_the_host_rules_own_cause_through_the_suite_never
                          "          dgxspark_gpu: true\n          dgxspark_gpu_product: NVIDIA GB10\n")
     kubeconfig = write_kubeconfig(tmp_path / "kc.json", f"https://127.0.0.1:{free_port()}", "t",
                                   context="tirosh-home/rke2/gpu")
+    doc = json.loads(kubeconfig.read_text())  # the plan checks the management context too (argocd_context)
+    doc["contexts"].append({"name": "tirosh-home/k3s/argocd", "context": {"cluster": "c", "user": "u"}})
+    kubeconfig.write_text(json.dumps(doc))
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "suites/host", "--site", str(REPO / "sites" / "tirosh-home"),
          "--dgxspark-inventory", str(inventory), "--dgxspark-ssh-config", str(config),

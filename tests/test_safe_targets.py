@@ -277,3 +277,24 @@ def test_argocd_register_with_both_apis_down_names_each_once_without_retry_noise
     assert f"context tirosh-home/k3s/argocd (https://127.0.0.1:{port + 1}): the API does not answer" in out
     assert "MaxRetryError" not in out
     assert "Retrying (Retry(" not in out and "Apply the argocd-manager" not in out
+
+
+@pytest.mark.skipif(shutil.which("ssh") is None or not Path("/usr/sbin/sshd").exists(), reason="needs OpenSSH")
+def test_an_unknown_host_key_names_the_known_hosts_files_the_run_reads_and_the_entry(sshd, tmp_path):
+    config = tmp_path / "strict_config"
+    known = tmp_path / "empty_known_hosts"
+    known.write_text("")
+    config.write_text(f"Host 127.0.0.1\n  Port {sshd['port']}\n  IdentityFile {sshd['key']}\n"
+                      f"  UserKnownHostsFile {known}\n  GlobalKnownHostsFile /dev/null\n  StrictHostKeyChecking yes\n")
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text("all:\n  children:\n    rke2_servers:\n      hosts:\n        gpu-01:\n"
+                         "          ansible_host: 127.0.0.1\n          ansible_user: root\n")
+    _, hosts = load_inventory(inventory, ssh_config=str(config))
+    (tmp_path / "ctl").mkdir()
+    target = HostTarget(hosts[0], str(tmp_path / "ctl"), 0)
+    from pytest_dgxspark.targets.ssh import HostUnreachable
+
+    with pytest.raises(HostUnreachable) as caught:
+        target.connect()
+    assert caught.value.cause.kind == "host-key-unknown"
+    assert str(caught.value).endswith(f"; the run reads known_hosts {known} /dev/null for [127.0.0.1]:{sshd['port']}")

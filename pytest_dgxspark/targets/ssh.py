@@ -203,8 +203,23 @@ class HostTarget:
         """Raise HostUnreachable when the host is known to be unreachable."""
         if self._unreachable is not None:
             cause = self.cause or SSH_CAUSES["ssh-failed"]
-            raise HostUnreachable(f"{self.where}: cannot read the host over SSH: {cause.meaning} ({self._unreachable})",
-                                  target=self.target_id, cause=cause)
+            raise HostUnreachable(f"{self.where}: cannot read the host over SSH: {cause.meaning} ({self._unreachable})"
+                                  f"{self._known_hosts_said(cause)}", target=self.target_id, cause=cause)
+
+    def _known_hosts_said(self, cause: Cause) -> str:
+        """For a host key fault: which known_hosts files this run's route reads for which name (ssh -G), so the fix
+        'add it to the known_hosts the run uses' names them."""
+        if not cause.kind.startswith("host-key") or getattr(self.spec, "connection", "ssh") == "local":
+            return ""
+        try:
+            ssh = resolved(self.route)
+        except SshRouteError:
+            return ""
+        files = [f for key in ("userknownhostsfile", "globalknownhostsfile") for f in ssh.get(key, [])]
+        port = (ssh.get("port") or ["22"])[0]
+        name = (ssh.get("hostname") or [self.route.destination])[0]
+        entry = name if port == "22" else f"[{name}]:{port}"
+        return f"; the run reads known_hosts {' '.join(files)} for {entry}"
 
     def connect(self) -> HostTarget:
         """Open the SSH master connection (once); HostUnreachable when the host cannot be reached."""
