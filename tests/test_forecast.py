@@ -39,7 +39,7 @@ def test_the_catalog_keeps_the_30_rules_and_the_forecast_apart() -> None:
     catalog = load_catalog()
     assert len(catalog) == 30 and all(rid.startswith("ADR-") for rid in catalog.rules)
     assert sorted(catalog.forecast) == ["SPARK.driver-version-skew", "SPARK.reboot-pending",
-                                        "SPARK.unattended-upgrades-unheld"]
+                                        "SPARK.rke2-certificates-expiry", "SPARK.unattended-upgrades-unheld"]
     assert {r.kind for r in catalog.forecast.values()} == {"forecast"}
     assert all(r.remediation and r.remediation_ko for r in catalog.forecast.values())
 
@@ -66,7 +66,7 @@ def test_an_advised_forecast_is_reported_apart_and_never_changes_the_verdict(pyt
         ("SPARK.driver-version-skew", "unreadable", None, None)]
     assert doc["forecast"][0]["fix_ko"].startswith("다음 재부팅은")
     assert doc["forecast_checked"] == {"SPARK.reboot-pending": "advised", "SPARK.unattended-upgrades-unheld": "silent",
-                                       "SPARK.driver-version-skew": "error"}
+                                       "SPARK.driver-version-skew": "error"}  # the fourth has no test here
     start = result.outlines.index("  forecast (what will break next; advisory, the verdict does not count it):")
     assert result.outlines[start + 1] == ("    SPARK.reboot-pending [advised] (ssh:gpu-01, at the next reboot): gpu-01: a "
                                           "reboot is pending for linux-image-6.17.0-1018-nvidia")
@@ -134,3 +134,20 @@ def test_unattended_upgrades_expose_what_is_neither_held_nor_blacklisted() -> No
                  Package("cuda-toolkit-13-0", "13.0.1-1", True),
                  Package("linux-image-6.17.0-1014-nvidia", "6.17.0-1014.14", False))
     assert unprotected(apt, installed) == {"kernel": ["linux-image-6.17.0-1014-nvidia"]}
+
+
+def test_certificates_expiring_within_the_longest_shutdown_are_named_soonest_first_and_cas_left_out() -> None:
+    import datetime
+
+    from pytest_dgxspark.judge.upkeep import expiring
+    from pytest_dgxspark.probes.upkeep import parse_certificate, parse_sections
+    from pytest_dgxspark.testbed import pki
+
+    files = pki.rke2_node_certs(server=True, days_left=12)
+    text = "".join(f"### {path}\n{pem.decode()}" for path, pem in files.items())
+    certs = {p: c for p, t in parse_sections(text).items() if (c := parse_certificate(t)) is not None}
+    assert len(certs) == len(files) == 13 and sum(c.ca for c in certs.values()) == 4
+    now = datetime.datetime.now(datetime.timezone.utc)
+    soon = expiring(certs, now, 30)
+    assert len(soon) == 9 and {days for _, days, _ in soon} == {12}
+    assert expiring(certs, now, 10) == [] and parse_certificate("no certificate here") is None

@@ -2,6 +2,8 @@
 reboot that changes the kernel or driver, packages unattended-upgrades may replace (rules SPARK.* of beyond.yaml)."""
 from __future__ import annotations
 
+import datetime
+import math
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -73,3 +75,18 @@ def unprotected(apt: Mapping[str, Any], installed: Iterable[Package]) -> dict[st
         if kind and not pkg.held and not blacklisted(pkg.name, patterns):
             found.setdefault(kind, []).append(pkg.name)
     return found
+
+
+DEFAULT_LONGEST_SHUTDOWN_DAYS = 30  # rke2/vars.yml forecast_longest_shutdown_days when the site declares none
+
+
+def expiring(certificates: Mapping[str, Any], now: datetime.datetime,
+             longest_shutdown_days: int) -> list[tuple[str, int, datetime.datetime]]:
+    """(file, days left rounded up, its end) of the leaf certificates that expire within the longest shutdown, soonest
+    first (CAs live ten years and are left out)."""
+    found = []
+    for path, cert in certificates.items():
+        left = (cert.not_after - now).total_seconds() / 86400
+        if not cert.ca and left < longest_shutdown_days:
+            found.append((path, math.ceil(left), cert.not_after))
+    return sorted(found, key=lambda item: (item[2], item[0]))

@@ -3,6 +3,7 @@ the NVIDIA/CUDA/kernel/toolkit packages (and their holds), a pending reboot, and
 
 from __future__ import annotations
 
+import datetime
 import re
 from dataclasses import dataclass
 from functools import cached_property
@@ -29,10 +30,13 @@ NVML_FILES = "ls -1 /usr/lib/*-linux-gnu/libnvidia-ml.so.* /usr/lib64/libnvidia-
 REBOOT = ("for f in /var/run/reboot-required /var/run/reboot-required.pkgs; do "
           "[ -e \"$f\" ] && { echo \"### $f\"; cat \"$f\"; }; done; true")
 APT_CONFIG = "command -v apt-config >/dev/null && apt-config dump; true"  # APT's effective configuration
+# RKE2's certificates (public parts only, never a key): the server's under server/tls, every node's under agent/
+RKE2_CERTS = ("for f in /var/lib/rancher/rke2/server/tls/*.crt /var/lib/rancher/rke2/agent/*.crt; do "
+              "[ -f \"$f\" ] && { echo \"### $f\"; cat \"$f\"; }; done; true")
 
 
 def commands(spec: Any, settings: Settings) -> tuple[Command, ...]:
-    found = [Command(packages_command(spec.gpu)), Command(REBOOT), Command(APT_CONFIG)]
+    found = [Command(packages_command(spec.gpu)), Command(REBOOT), Command(APT_CONFIG), Command(RKE2_CERTS)]
     if spec.gpu:
         found.append(Command(NVML_FILES))
     return tuple(found)
@@ -92,6 +96,31 @@ def parse_apt_config(text: str) -> dict[str, Any]:
 _VERSION = re.compile(r"^\d+(?:\.\d+)+$")
 
 
+@dataclass(frozen=True)
+class Certificate:
+    subject: str
+    not_after: datetime.datetime
+    ca: bool
+
+
+def parse_certificate(pem: str) -> Certificate | None:
+    """The first PEM certificate of a file (cryptography's parser), or None when it holds none."""
+    from cryptography import x509
+
+    start = (pem or "").find("-----BEGIN CERTIFICATE-----")
+    if start < 0:
+        return None
+    try:
+        cert = x509.load_pem_x509_certificate(pem[start:].encode())
+    except ValueError:
+        return None
+    try:
+        ca = bool(cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca)
+    except x509.ExtensionNotFound:
+        ca = False
+    return Certificate(cert.subject.rfc4514_string(), cert.not_valid_after_utc, ca)
+
+
 class Upkeep(Reading):
     """One host's packages, pending reboot, APT configuration and NVML library files."""
 
@@ -106,6 +135,16 @@ class Upkeep(Reading):
     @property
     def apt_config(self) -> Any:
         return self.answer(APT_CONFIG)
+
+    @property
+    def rke2_certs(self) -> Any:
+        return self.answer(RKE2_CERTS)
+
+    @cached_property
+    def certificates(self) -> dict[str, Certificate]:
+        """RKE2's certificate files -> the first certificate in each (files that hold none are left out)."""
+        return {path: cert for path, text in parse_sections(self.rke2_certs.stdout).items()
+                if (cert := parse_certificate(text)) is not None}
 
     @property
     def nvml_files(self) -> Any:

@@ -40,6 +40,8 @@ VARS_SCHEMA: dict = {
         "rke2_secrets_encryption": {"type": "boolean"},
         # the forecast (catalog/beyond.yaml): advise (default) reports it; enforce rejects a run it advises on
         "forecast": {"enum": ["advise", "enforce"]},
+        # the longest the box may stay switched off (holidays): certificates must outlast it
+        "forecast_longest_shutdown_days": {"type": "integer", "minimum": 1, "maximum": 3650},
         # hardening the servers get (site/hardening.py): files relative to sites/<site>/rke2/
         "rke2_audit_policy": _NONEMPTY,
         "rke2_pod_security_admission_config": _NONEMPTY,

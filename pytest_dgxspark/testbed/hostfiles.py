@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_dgxspark.testbed import captures, native, nodefiles
+from pytest_dgxspark.testbed import captures, native, nodefiles, pki
 from pytest_dgxspark.testbed.nodefiles import RKE2_SOCKET, proc_version, rke2_config_yaml, short_bus_id  # noqa: F401
 
 SHIMS_DIR = Path(__file__).resolve().parent / "shims"
@@ -266,6 +266,10 @@ def render(name: str, spec: dict[str, Any], root: Path, *, node_ip: str, prefix:
     for plan in plans:
         if not (root / _tree_path(plan.exe)).exists():
             _write(root, plan.exe, sleeper, 0o755)
+    rke2_server = any(str(p).split()[:2] == ["/usr/local/bin/rke2", "server"] for p in spec["processes"]
+                      if isinstance(p, str))
+    for path, pem in pki.rke2_node_certs(rke2_server, float(spec["rke2_cert_days_left"])).items():
+        _write(root, path, pem)
     for path, lines in _accounts(spec.get("users") or []).items():  # the machine's accounts plus the node's own
         _write(root, path, Path(path).read_text() + lines)
     for path, content in (spec.get("files") or {}).items():

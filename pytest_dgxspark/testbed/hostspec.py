@@ -71,6 +71,7 @@ DEFAULTS: dict[str, Any] = {
     "unreachable": False,
     "sysctl": {},              # kernel parameters `sysctl` answers (others: the machine's own /proc/sys)
     "users": [],               # the node's own system accounts, added to the machine's /etc/passwd and /etc/group
+    "rke2_cert_days_left": 365,  # RKE2's certificate files: leaves expire in this many days (issued for 365)
     "packages": None,          # what dpkg-query lists ({name, version, want}); null: derived (hostfiles.default_packages)
 }
 
@@ -130,6 +131,9 @@ def host_spec(spec: dict[str, Any] | None, *, name: str | None = None, role: str
     problems += _fault_problems(merged.get("faults"))
     if not isinstance(merged.get("sysctl"), dict):
         problems.append(f"sysctl must be a mapping of kernel parameters to values, got {merged.get('sysctl')!r}")
+    days = merged.get("rke2_cert_days_left")
+    if not isinstance(days, (int, float)) or isinstance(days, bool) or not -3650 <= days <= 3650:
+        problems.append(f"rke2_cert_days_left must be a number of days (negative: expired), got {days!r}")
     packages = merged.get("packages")
     if packages is not None and not (isinstance(packages, list) and all(
             isinstance(p, dict) and set(p) <= {"name", "version", "want", "arch"} and {"name", "version"} <= set(p)

@@ -71,7 +71,8 @@ def make_ca(common_name: str) -> Pair:
     return Pair(cert.public_bytes(serialization.Encoding.PEM), _pem_key(key))
 
 
-def _issue(ca: Pair, subject: x509.Name, usage: ExtendedKeyUsageOID, sans: list[x509.GeneralName] | None) -> Pair:
+def _issue(ca: Pair, subject: x509.Name, usage: ExtendedKeyUsageOID, sans: list[x509.GeneralName] | None,
+           days: float = 365) -> Pair:
     ca_cert = x509.load_pem_x509_certificate(ca.cert)
     ca_key = serialization.load_pem_private_key(ca.key, password=None)
     key = _key()
@@ -82,7 +83,7 @@ def _issue(ca: Pair, subject: x509.Name, usage: ExtendedKeyUsageOID, sans: list[
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(_now())
-        .not_valid_after(_now() + datetime.timedelta(days=365))
+        .not_valid_after(_now() + datetime.timedelta(days=days))
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
     )
@@ -102,6 +103,32 @@ def server_cert(ca: Pair, ips: list[str], dns: list[str]) -> Pair:
 def client_cert(ca: Pair, user: str, group: str) -> Pair:
     """A client certificate (CN = user, O = group), like RKE2's `system:admin` / `system:masters`."""
     return _issue(ca, _name(user, group), ExtendedKeyUsageOID.CLIENT_AUTH, None)
+
+
+def rke2_node_certs(server: bool, days_left: float) -> dict[str, bytes]:
+    """A node's RKE2 certificate files (public parts; RKE2's names), its leaves expiring in `days_left` days (RKE2
+    issues them for 365; +5 minutes for the back-dated start), the CAs for ten years."""
+    server_ca, client_ca = make_ca("rke2-server-ca"), make_ca("rke2-client-ca")
+    files = {"/var/lib/rancher/rke2/agent/server-ca.crt": server_ca.cert,
+             "/var/lib/rancher/rke2/agent/client-ca.crt": client_ca.cert}
+    leaves = {"agent/client-kubelet.crt": ("system:node", ExtendedKeyUsageOID.CLIENT_AUTH),
+              "agent/serving-kubelet.crt": ("kubelet", ExtendedKeyUsageOID.SERVER_AUTH),
+              "agent/client-kube-proxy.crt": ("system:kube-proxy", ExtendedKeyUsageOID.CLIENT_AUTH),
+              "agent/client-rke2-controller.crt": ("system:rke2-controller", ExtendedKeyUsageOID.CLIENT_AUTH)}
+    if server:
+        files.update({"/var/lib/rancher/rke2/server/tls/server-ca.crt": server_ca.cert,
+                      "/var/lib/rancher/rke2/server/tls/client-ca.crt": client_ca.cert})
+        leaves.update({"server/tls/serving-kube-apiserver.crt": ("kube-apiserver", ExtendedKeyUsageOID.SERVER_AUTH),
+                       "server/tls/client-kube-apiserver.crt": ("system:apiserver", ExtendedKeyUsageOID.CLIENT_AUTH),
+                       "server/tls/client-admin.crt": ("system:admin", ExtendedKeyUsageOID.CLIENT_AUTH),
+                       "server/tls/client-controller.crt": ("system:kube-controller-manager",
+                                                            ExtendedKeyUsageOID.CLIENT_AUTH),
+                       "server/tls/client-scheduler.crt": ("system:kube-scheduler", ExtendedKeyUsageOID.CLIENT_AUTH)})
+    for name, (cn, usage) in leaves.items():
+        ca = server_ca if usage == ExtendedKeyUsageOID.SERVER_AUTH else client_ca
+        files[f"/var/lib/rancher/rke2/{name}"] = _issue(ca, _name(cn), usage, None,
+                                                        days=days_left + 5 / 1440).cert
+    return files
 
 
 def new_token() -> str:
