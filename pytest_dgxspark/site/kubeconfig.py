@@ -67,3 +67,22 @@ def context_server(path: Path, context: str) -> str | None:
         return None
     cluster = _named(data.get("clusters", []), ctx["cluster"], "clusters", path, problems)
     return cluster.get("server") if cluster is not None and isinstance(cluster.get("server"), str) else None
+
+
+def client_certificate(path: Path, context: str) -> str | None:
+    """The PEM client certificate the context's user presents (client-certificate-data, or the file
+    client-certificate names, relative to the kubeconfig), None when it authenticates otherwise (a token). Only the
+    public certificate is read, never the key."""
+    import base64
+
+    data = load_yaml(path)
+    problems: list[str] = []
+    ctx = _named((data or {}).get("contexts", []), context, "contexts", path, problems) if isinstance(data, dict) else None
+    user = _named(data.get("users", []), str(ctx.get("user")), "users", path, problems) if ctx else None
+    if not user:
+        return None
+    if isinstance(user.get("client-certificate-data"), str):
+        return base64.b64decode(user["client-certificate-data"]).decode("ascii", "replace")
+    if isinstance(user.get("client-certificate"), str):
+        return (Path(path).parent / user["client-certificate"]).read_text(encoding="ascii", errors="replace")
+    return None

@@ -174,7 +174,10 @@ class Testbed:
         entries = []
         workload_ip = links[server_name].node_ip
         ca, token = self._cluster_pki(pki_dir, "workload", workload_ip, server_name)
-        entries.append(pki.kubeconfig_entry(context, f"https://{workload_ip}:{API_PORT}", ca, self._client(pki_dir, "workload")))
+        # the admin client certificate RKE2 issued with the server's own (rke2.yaml): it ends when they do
+        server_host = (self.scenario.nodes[server_name] or {}).get("host") or {}
+        client = self._client(pki_dir, "workload", float(server_host.get("rke2_cert_days_left", 365)))
+        entries.append(pki.kubeconfig_entry(context, f"https://{workload_ip}:{API_PORT}", ca, client))
         self.contexts = {"workload": context}
         worlds = {"workload": (workload_world, self.scenario.cluster, links[server_name])}
         if with_mgmt:
@@ -246,9 +249,9 @@ class Testbed:
         return ca, token
 
     @staticmethod
-    def _client(pki_dir: Path, cluster: str) -> pki.Pair:
+    def _client(pki_dir: Path, cluster: str, days: float = 365) -> pki.Pair:
         ca = pki.Pair((pki_dir / f"{cluster}-ca.crt").read_bytes(), (pki_dir / f"{cluster}-ca.key").read_bytes())
-        return pki.client_cert(ca, "system:admin", "system:masters")
+        return pki.client_cert(ca, "system:admin", "system:masters", days)
 
     def _write_inventory(self, state: dict[str, Any], links: dict[str, netns.Link], key: Path, site_vars: dict[str, Any]) -> None:
         """Addresses and credentials are the testbed's; what the site says of a host (dgxspark_gpu, dgxspark_model,

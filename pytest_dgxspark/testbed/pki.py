@@ -100,9 +100,9 @@ def server_cert(ca: Pair, ips: list[str], dns: list[str]) -> Pair:
     return _issue(ca, _name("kube-apiserver", marked=True), ExtendedKeyUsageOID.SERVER_AUTH, sans)
 
 
-def client_cert(ca: Pair, user: str, group: str) -> Pair:
-    """A client certificate (CN = user, O = group), like RKE2's `system:admin` / `system:masters`."""
-    return _issue(ca, _name(user, group), ExtendedKeyUsageOID.CLIENT_AUTH, None)
+def client_cert(ca: Pair, user: str, group: str, days: float = 365) -> Pair:
+    """A client certificate (CN = user, O = group), like RKE2's `system:admin` / `system:masters`, valid `days`."""
+    return _issue(ca, _name(user, group), ExtendedKeyUsageOID.CLIENT_AUTH, None, days=days + 5 / 1440)
 
 
 def rke2_node_certs(server: bool, days_left: float) -> dict[str, bytes]:

@@ -31,3 +31,29 @@ def test_rke2_certificates_outlast_the_longest_declared_shutdown(host_target: Ho
                         "switched off that long, RKE2 does not start again with them",
                         target=f"ssh:{host_target.spec.name}",
                         due=ends.date().isoformat())
+
+
+@pytest.mark.forecast("SPARK.rke2-certificates-expiry")
+def test_the_kubeconfig_client_certificate_outlasts_the_longest_declared_shutdown(cluster: Any, site: Any,
+                                                                                   evidence: Any, forecast: Any) -> None:
+    from pytest_dgxspark.probes.upkeep import parse_certificate
+    from pytest_dgxspark.site.kubeconfig import client_certificate
+
+    longest = int((site.vars or {}).get("forecast_longest_shutdown_days", DEFAULT_LONGEST_SHUTDOWN_DAYS))
+    where = f"{cluster.kubeconfig or '~/.kube/config'} context {cluster.context}"
+    pem = client_certificate(cluster.kubeconfig, cluster.context) if cluster.kubeconfig else None
+    cert = parse_certificate(pem or "")
+    evidence.record("kubeconfig client certificate (not after)",
+                    {"context": cluster.context, "not_after": cert.not_after.isoformat() if cert else None,
+                     "authenticates with": "a client certificate" if cert else "no client certificate (token or other)"})
+    now = datetime.datetime.now(datetime.timezone.utc)
+    soon = expiring({where: cert} if cert else {}, now, longest)
+    if soon:
+        _, days, ends = soon[0]
+        forecast.advise(f"{where}: the client certificate expires in {days} days, within the site's longest shutdown "
+                        f"of {longest} days: the suite, Argo CD and kubectl lose the cluster with it",
+                        target=cluster.target_id, due=ends.date().isoformat(),
+                        fix="Run make rke2/kubeconfig after RKE2 rotated its certificates (restart rke2-server or "
+                            "rke2 certificate rotate) to fetch the new client certificate, and rerun the suite.",
+                        fix_ko="RKE2가 인증서를 교체한 뒤(rke2-server 재시작 또는 rke2 certificate rotate) make "
+                               "rke2/kubeconfig로 새 클라이언트 인증서를 받고 스위트를 다시 실행한다.")
