@@ -16,6 +16,7 @@ from pytest_dgxspark.judge.forecast import checked as forecast_checked
 from pytest_dgxspark.judge.forecast import enforce as enforce_forecast
 from pytest_dgxspark.judge.forecast import entries as forecast_entries
 from pytest_dgxspark.judge.forecast import forecast_of, forecast_phase, forecast_setup
+from pytest_dgxspark.judge.forecast import tests as forecast_tests
 from pytest_dgxspark.judge.reports import judge_phase, set_check_timer, teststatus
 from pytest_dgxspark.judge.runstate import (
     RunState,
@@ -372,6 +373,7 @@ def _finish(config: pytest.Config, session: pytest.Session, state: RunState) -> 
     )
     results["forecast"] = forecast_entries(state.catalog, state.forecast)
     results["forecast_checked"] = forecast_checked(state.forecast)
+    results["forecast_tests"] = forecast_tests(state.forecast)
     enforce_forecast(results, state.site.vars or {})
     if state.plan.handover and simulated_by:
         results["verdict_reasons"].append(f"the targets are a testbed: {simulated_by[0]}")

@@ -151,3 +151,20 @@ def test_certificates_expiring_within_the_longest_shutdown_are_named_soonest_fir
     soon = expiring(certs, now, 30)
     assert len(soon) == 9 and {days for _, days, _ in soon} == {12}
     assert expiring(certs, now, 10) == [] and parse_certificate("no certificate here") is None
+
+
+def test_the_forecast_checks_are_rows_of_results_json_so_junit_and_report_html_agree() -> None:
+    from pytest_dgxspark.judge.forecast import ForecastRecord, tests
+    from pytest_dgxspark.report.rows import rows
+
+    records = [ForecastRecord("suites/host/test_f.py::test_a[gpu-01]", "SPARK.reboot-pending", "advised"),
+               ForecastRecord("suites/host/test_f.py::test_b[gpu-01]", "SPARK.driver-version-skew", "silent"),
+               ForecastRecord("suites/host/test_f.py::test_c[gpu-01]", "SPARK.unattended-upgrades-unheld", "error",
+                              message="dpkg-query did not complete")]
+    results = {"rules": [], "forecast_tests": tests(records),
+               "forecast_checked": {"SPARK.reboot-pending": "advised"}}
+    table = rows(results)
+    assert [(r.rule, r.status, r.rule_status) for r in table.values()] == [
+        ("SPARK.reboot-pending", "advised", "forecast advised"),
+        ("SPARK.driver-version-skew", "passed", "forecast checked"),
+        ("SPARK.unattended-upgrades-unheld", "error", "forecast checked")]

@@ -96,6 +96,17 @@ def entries(catalog: Catalog, records: list[ForecastRecord]) -> list[dict[str, A
     return found
 
 
+# a forecast test's outcome as results.json `forecast_tests[]` (and so junit.xml and report.html) show it
+_SHOWN = {ADVISED: ADVISED, "silent": "passed", "error": "error", "skipped": "skipped"}
+
+
+def tests(records: list[ForecastRecord]) -> list[dict[str, Any]]:
+    """results.json `forecast_tests[]`: every forecast test (nodeid, rule, outcome, message), so that junit.xml and
+    report.html, which list every test pytest ran, agree with results.json (report/rows.py)."""
+    return [{"nodeid": r.nodeid, "rule": r.rule, "outcome": _SHOWN.get(r.outcome, r.outcome), "message": r.message}
+            for r in records]
+
+
 def checked(records: list[ForecastRecord]) -> dict[str, str]:
     """Forecast rule -> what its tests ended with overall (advised, error, silent, skipped), for results.json."""
     order = ("advised", "error", "silent", "skipped")

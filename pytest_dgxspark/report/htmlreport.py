@@ -13,10 +13,12 @@ _COLUMNS = (("rule", "Rule"), ("layer", "Layer"), ("severity", "Severity"))
 
 
 def rule_of(item: pytest.Item) -> str | None:
-    """The rule id of a test item (its closest `rule` marker), or None: the core's one lookup."""
+    """The rule id of a test item (its closest `rule` marker, else the `forecast` marker of a forecast check), or
+    None: the core's lookups."""
     from pytest_dgxspark.catalog.rules import rule_of as core_rule_of
+    from pytest_dgxspark.judge.forecast import forecast_of
 
-    return core_rule_of(item)
+    return core_rule_of(item) or forecast_of(item)
 
 
 def add_rule_property(item: pytest.Item) -> None:
@@ -31,7 +33,8 @@ def _catalog(config: pytest.Config) -> dict[str, Any]:
     try:
         from pytest_dgxspark.catalog.rules import run_catalog
 
-        return dict(run_catalog(config).rules)
+        catalog = run_catalog(config)
+        return {**catalog.forecast, **catalog.rules}
     except Exception:  # noqa: BLE001 - the catalog's own errors are reported by the core
         return {}
 

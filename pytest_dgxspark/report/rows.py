@@ -34,6 +34,14 @@ def rows(results: dict[str, Any]) -> dict[str, Row]:
             if isinstance(test, dict) and test.get("nodeid") and str(test["nodeid"]) not in found:
                 found[str(test["nodeid"])] = Row(str(test["nodeid"]), str(rule.get("id")), str(rule.get("status")),
                                                  str(test.get("outcome")), str(test.get("message") or ""))
+    # the forecast's checks (judge/forecast.py): pytest ran them, so junit.xml and report.html list them too; their
+    # rule is advisory, so each row shows the test's own outcome (advised, passed, error, skipped)
+    checked = results.get("forecast_checked") or {}
+    for test in results.get("forecast_tests") or []:
+        if isinstance(test, dict) and test.get("nodeid") and str(test["nodeid"]) not in found:
+            found[str(test["nodeid"])] = Row(str(test["nodeid"]), str(test.get("rule")),
+                                             f"forecast {checked.get(test.get('rule'), 'checked')}",
+                                             str(test.get("outcome")), str(test.get("message") or ""))
     return found
 
 
