@@ -129,10 +129,11 @@ def test_a_values_content_bomb_is_named_and_never_expanded():
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    ("[" * 200_000 + "]" * 200_000, "nested deeper than 64 levels at line 1"),
+    ("[" * 200_000 + "]" * 200_000, "nested deeper than 64 levels"),
+    ("[" * 100 + "]" * 100, "nested deeper than 64 levels"),
     ('{"rules": [{"id": "x", "status": NaN}]}', "NaN is no JSON number"),
     ("x" * (5 * 1024 * 1024), "larger than 4194304 bytes"),
-], ids=["200000-deep", "nan", "oversized"])
+], ids=["200000-deep", "100-deep", "nan", "oversized"])
 def test_the_json_loader_refuses_deep_nan_and_oversized_documents(text, message):
     with pytest.raises(ValueError, match=message):
         loads_json(text, "baseline.json")
@@ -155,3 +156,8 @@ def test_a_baseline_status_of_nan_is_a_usage_error(pytester, suite):
 def test_a_yaml_document_nested_too_deep_is_refused():
     with pytest.raises(ValueError, match="nested deeper than 64 levels"):
         loads("a: " + "[" * 100 + "]" * 100, "x.yml")
+
+
+def test_an_api_answer_nested_past_the_parser_is_refused_by_name():
+    with pytest.raises(ValueError, match="GET /api/v1/nodes: nested deeper than the parser allows"):
+        loads_json(b"[" * 200_000 + b"]" * 200_000, "GET /api/v1/nodes", max_depth=None)

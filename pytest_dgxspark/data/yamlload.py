@@ -181,47 +181,36 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is no JSON number")
 
 
-def _json_depth_ok(text: str, max_depth: int) -> int | None:
-    """The offset where text's brackets nest past max_depth (strings skipped), else None: checked before parsing,
-    so a 200,000-deep document is refused without the parser's recursion."""
-    depth = 0
-    in_string = escaped = False
-    for offset, ch in enumerate(text):
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch in "[{":
-            depth += 1
+def _json_depth(doc: Any, max_depth: int) -> bool:
+    """Whether doc nests no deeper than max_depth (iterative: a deep document costs no recursion here)."""
+    stack = [(doc, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, (dict, list)):
             if depth > max_depth:
-                return offset
-        elif ch in "]}":
-            depth -= 1
-    return None
+                return False
+            stack.extend((v, depth + 1) for v in (value.values() if isinstance(value, dict) else value))
+    return True
 
 
-def loads_json(text: str, where: str = "<text>", max_bytes: int = MAX_BYTES, max_depth: int = MAX_DEPTH) -> Any:
-    """One JSON document from text within the size and depth budgets, NaN and Infinity refused; ValueError naming
-    `where` (with line and column) on any problem."""
-    if len(text) > max_bytes and len(text.encode("utf-8")) > max_bytes:
+def loads_json(text: str | bytes, where: str = "<text>", max_bytes: int = MAX_BYTES,
+               max_depth: int | None = MAX_DEPTH) -> Any:
+    """One JSON document from text within the size and depth budgets (max_depth None: only the parser's own
+    recursion bound), NaN and Infinity refused; ValueError naming `where` (with line and column) on any problem."""
+    if len(text) > max_bytes:
         raise BudgetError(f"{where}: larger than {max_bytes} bytes (the loader's budget); refused unparsed")
-    deep = _json_depth_ok(text, max_depth)
-    if deep is not None:
-        line = text.count("\n", 0, deep) + 1
-        raise BudgetError(f"{where}: nested deeper than {max_depth} levels at line {line} (the loader's budget)")
     try:
-        return json.loads(text, parse_constant=_refuse_constant)
+        doc = json.loads(text, parse_constant=_refuse_constant)
     except json.JSONDecodeError as exc:
         raise ValueError(f"{where}: not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
-    except ValueError as exc:
-        raise ValueError(f"{where}: not JSON: {exc}") from None
     except RecursionError:
-        raise BudgetError(f"{where}: nested deeper than {max_depth} levels (the loader's budget)") from None
+        raise BudgetError(f"{where}: nested deeper than {max_depth or 'the parser allows'} levels (the loader's "
+                          "budget)") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{where}: not JSON: {exc}") from None
+    if max_depth is not None and not _json_depth(doc, max_depth):
+        raise BudgetError(f"{where}: nested deeper than {max_depth} levels (the loader's budget)")
+    return doc
 
 
 def load_json(path: Path, max_bytes: int = MAX_BYTES, max_depth: int = MAX_DEPTH) -> Any:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
+
+from pytest_dgxspark.data.yamlload import loads_json
 
 LOG_TAIL = 20
 # log lines worth quoting first: the container's own error, not its banner
@@ -152,7 +153,7 @@ def list_events(cluster: Any, namespace: str, name: str) -> list[dict[str, Any]]
 
 def status_message(error: ApiException) -> str:
     try:
-        return str(json.loads(error.body or "{}").get("message") or error.reason)
+        return str(loads_json(error.body or "{}", "an API error's Status").get("message") or error.reason)
     except (ValueError, AttributeError):
         return str(error.reason)
 

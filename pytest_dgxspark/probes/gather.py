@@ -24,6 +24,7 @@ from typing import Any
 
 from pytest_dgxspark import probes
 from pytest_dgxspark.checking import TargetError
+from pytest_dgxspark.data.yamlload import loads_json
 from pytest_dgxspark.probes import Command
 
 LOG = logging.getLogger(__name__)
@@ -31,6 +32,7 @@ MARK = "@@dgxspark-gather "
 PARALLEL_PER_HOST = 8
 KILL_GRACE_S = 5
 HOSTS_AT_ONCE = 32
+ANSWERS_MAX_BYTES = 256 * 1024 * 1024
 _PROGRAM = r"""
 import binascii, json, os, signal, subprocess, sys, threading, time
 jobs = json.loads(sys.argv[1])
@@ -128,7 +130,8 @@ def parse_answers(stdout: str, commands: list[Command], backend: Any) -> dict[st
     line = next((ln for ln in reversed((stdout or "").splitlines()) if ln.startswith(MARK)), None)
     if line is None:
         raise ValueError("the host printed no gathered answers")
-    answers = json.loads(line[len(MARK):])
+    # the bounded loader: a host's answer line may be large (every output, base64), never deep
+    answers = loads_json(line[len(MARK):], "the gatherer's answers", max_bytes=ANSWERS_MAX_BYTES, max_depth=4)
     if not isinstance(answers, list) or len(answers) != len(commands):
         raise ValueError(f"{len(commands)} commands sent, {len(answers) if isinstance(answers, list) else 'no'} answers")
     found = {}

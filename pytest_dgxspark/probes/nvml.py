@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import shlex
 from functools import cached_property
 from typing import Any
 
+from pytest_dgxspark.data.yamlload import loads_json
 from pytest_dgxspark.probes import Command, Reading, Settings
 
 NAME = "nvml"
@@ -75,8 +75,8 @@ def nvml_probe_result(text: str) -> dict[str, Any]:
         line = line.strip()
         if line.startswith("{"):
             try:
-                return json.loads(line)
-            except json.JSONDecodeError:
+                return loads_json(line, "the NVML probe's answer")
+            except ValueError:  # not JSON, or past the loader's budgets
                 continue
     raise ValueError(f"NVML probe printed no JSON result: {text[-300:]!r}")
 

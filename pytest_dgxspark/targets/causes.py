@@ -5,13 +5,14 @@ A cause is never a finding about the site: it says the run could not observe, an
 
 from __future__ import annotations
 
-import json
 import re
 import socket
 import ssl
 from dataclasses import dataclass
 
 import urllib3
+
+from pytest_dgxspark.data.yamlload import loads_json
 
 
 @dataclass(frozen=True)
@@ -201,7 +202,7 @@ def status_message(error: BaseException) -> str:
     if isinstance(body, bytes):
         body = body.decode("utf-8", errors="replace")
     try:
-        document = json.loads(body) if body else {}
+        document = loads_json(body, "an API error's Status") if body else {}
     except ValueError:
         return ""
     return str(document.get("message") or "") if isinstance(document, dict) else ""

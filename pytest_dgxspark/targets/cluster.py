@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -15,7 +14,10 @@ from kubernetes.client.exceptions import ApiException
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from pytest_dgxspark.checking import Finding, TargetError
+from pytest_dgxspark.data.yamlload import loads_json
 from pytest_dgxspark.targets.causes import API_CAUSES, api_cause, for_management, is_transport_error, observed_status
+
+API_MAX_BYTES = 512 * 1024 * 1024  # a whole list of a 16-node cluster's pods is a few MiB
 
 REQUEST_TIMEOUT = (10, 60)
 RETRY_ATTEMPTS = 4
@@ -245,7 +247,8 @@ class Cluster:
                     if not 200 <= response.status <= 299:  # the Status body names a 403's user, verb and resource
                         raise ApiException(status=response.status, reason=response.reason,
                                            body=data.decode("utf-8", errors="replace") if data else None)
-                    return json.loads(data)
+                    # the bounded loader: large lists pass, a document nested past the parser is refused by name
+                    return loads_json(data, f"GET {path}", max_bytes=API_MAX_BYTES, max_depth=None)
         except ApiException as error:
             if error.status == 404:
                 raise
