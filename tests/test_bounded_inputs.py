@@ -161,3 +161,13 @@ def test_a_yaml_document_nested_too_deep_is_refused():
 def test_an_api_answer_nested_past_the_parser_is_refused_by_name():
     with pytest.raises(ValueError, match="GET /api/v1/nodes: nested deeper than the parser allows"):
         loads_json(b"[" * 200_000 + b"]" * 200_000, "GET /api/v1/nodes", max_depth=None)
+
+
+def test_a_huge_recorded_value_is_cut_and_says_how_much_was_left_out():
+    from pytest_dgxspark.judge.evidence import MAX_VALUE_CHARS, Evidence
+
+    store: list = []
+    Evidence(store).record("live HelmChart spec", {"valuesContent": "a: b\n" * 3_000_000})
+    value = store[0]["value"]["valuesContent"]
+    assert len(value) < MAX_VALUE_CHARS + 100
+    assert value.startswith("a: b\n") and value.endswith(f"...({15_000_000 - MAX_VALUE_CHARS} characters left out)")
