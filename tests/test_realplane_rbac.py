@@ -127,18 +127,16 @@ def test_the_admission_policy_refuses_the_identity_any_write_elsewhere(plane: Pl
 def test_a_role_without_list_pods_is_a_forbidden_error_in_the_real_servers_words(plane: Plane) -> None:
     from kubernetes import client
 
-    rbac_api = client.RbacAuthorizationV1Api(plane.admin())
-    role = rbac_api.read_cluster_role("dgxspark-suite-read")
-    original = [r.to_dict() for r in role.rules]
+    admin = plane.admin()
+    rbac_api = client.RbacAuthorizationV1Api(admin)
+    original = admin.sanitize_for_serialization(rbac_api.read_cluster_role("dgxspark-suite-read"))["rules"]
     narrowed = [{**r, "verbs": [v for v in r["verbs"] if v != "list"]} if r.get("resources") == ["pods"] else r
                 for r in original]
-    rbac_api.patch_cluster_role("dgxspark-suite-read", {"rules": [{k: v for k, v in r.items() if v is not None}
-                                                                   for r in narrowed]})
+    rbac_api.patch_cluster_role("dgxspark-suite-read", {"rules": narrowed})
     try:
         _, doc = plane.suite("suites/network", reports="r403")
     finally:
-        rbac_api.patch_cluster_role("dgxspark-suite-read", {"rules": [{k: v for k, v in r.items() if v is not None}
-                                                                       for r in original]})
+        rbac_api.patch_cluster_role("dgxspark-suite-read", {"rules": original})
     [test] = [t for r in doc["rules"] if r["id"] == "ADR-0001.cni-cilium" for t in r["tests"] if t["outcome"] == "error"][:1]
     assert test["cause"] == "forbidden"
     words = f'pods is forbidden: User "{rbac.USER}" cannot list resource "pods" in API group "" at the cluster scope'
