@@ -19,7 +19,7 @@ PYTEST_ARGS ?=
 SYSTEM_PACKAGES := openssh-server openssh-client gcc libc6-dev iproute2 procps util-linux chromium poppler-utils fonts-noto-cjk
 SYSTEM_BINARIES := /usr/sbin/sshd /usr/bin/ssh gcc ip ps unshare chromium pdftotext
 
-.PHONY: help setup system-deps demo test lint conformance bench clean site-given
+.PHONY: help setup system-deps controlplane demo test lint conformance bench clean site-given
 
 help: ## list every target with one line (this list)
 	@awk 'BEGIN {FS = ":[^#]*## "} /^[A-Za-z0-9_.\/-]+:[^=]*## / {printf "make %-26s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -38,7 +38,10 @@ $(VENV)/.installed: pyproject.toml
 	$(VENV)/bin/pip install -q -e '.[dev]'
 	touch $@
 
-setup: system-deps $(VENV)/.installed ## system packages, the virtualenv .venv and the package
+controlplane: ## build the real control plane (kube-apiserver, kube-scheduler, kube-controller-manager, etcd, kwok) into .cache/controlplane/bin once; without Go it says so and setup goes on
+	@./pytest_dgxspark/testbed/controlplane/build.sh
+
+setup: system-deps $(VENV)/.installed controlplane ## system packages, the virtualenv .venv, the package and the real control plane
 
 demo: setup ## the whole suite against a simulated DGX Spark [SCENARIO=healthy]; prints the bundle
 	@before=$$(readlink $(REPORT_DIR)/latest 2>/dev/null || true); \

@@ -307,7 +307,8 @@ def targets(pytestconfig: pytest.Config, request: pytest.FixtureRequest) -> Targ
 
         directory = Path(tempfile.mkdtemp(prefix=DIR_PREFIX))
         claim(directory, run_info(pytestconfig).id, str(tgt.testbed_ref))  # a later run stops it if this one is killed
-        testbed = Testbed(tgt.testbed_ref, directory, site=tgt.site)
+        plan = _state(pytestconfig).plan
+        testbed = Testbed(tgt.testbed_ref, directory, site=tgt.site, api=plan.testbed_api if plan else "standin")
 
         def stop() -> None:
             try:

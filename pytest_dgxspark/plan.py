@@ -64,6 +64,7 @@ class RunPlan:
     deadline_s: int = DEFAULT_DEADLINE_S  # the whole run ends (INCOMPLETE, cause deadline) past this
     site_digest: str | None = None  # governance.site_digest of the site: a waiver applies to this site only
     notes: tuple[str, ...] = ()  # what would stop a run, shown by --dgxspark-plan (a run raises them as usage errors)
+    testbed_api: str = "standin"  # --testbed-api: the testbed's workload API (standin | real)
 
     def __repr__(self) -> str:
         return (f"RunPlan(site={self.site.name!r} ({self.site_source}), testbed={self.testbed_ref!r}, "
@@ -301,6 +302,23 @@ def _baseline_problems(baseline: Any, site: Site, force: bool) -> list[str]:
     return problems
 
 
+def _testbed_api(config: pytest.Config, testbed_ref: str | None, problems: list[str]) -> str:
+    """--testbed-api: only with --testbed; `real` needs the control plane's binaries (checked before any start)."""
+    api = config.getoption("dgxspark_testbed_api", None)
+    if api is None:
+        return "standin"
+    if not testbed_ref:
+        problems.append(f"--testbed-api {api} needs --testbed NAME (it chooses the testbed's API, not a site's)")
+    elif api == "real":
+        from pytest_dgxspark.testbed import RealPlaneError, real_plane_binaries
+
+        try:
+            real_plane_binaries()
+        except RealPlaneError as exc:
+            problems.append(f"--testbed-api real: {exc}")
+    return api
+
+
 def _redacted_note(check: ManualCheck, root: Path) -> ManualCheck:
     """A manual check whose free-text note went through the redaction layer (tokens by shape, URL credentials), the
     values it removed remembered for the bundle scan: the note reaches results.json, the summary and the PDF."""
@@ -328,6 +346,7 @@ def resolve(config: pytest.Config, catalog: Catalog, planning: bool = False) -> 
             problems.append(f"--testbed {testbed_ref} supplies its own kubeconfig, inventory and ssh_config: "
                             f"drop {' and '.join(clash)} (or drop --testbed to check a real site)")
     _testinfra_refused(config, problems)
+    testbed_api = _testbed_api(config, testbed_ref, problems)
     cuda = _seconds(config, "dgxspark_cuda_timeout", DEFAULT_CUDA_TIMEOUT_S, problems)
     smi = _seconds(config, "dgxspark_smi_timeout", DEFAULT_SMI_TIMEOUT_S, problems)
     command = _seconds(config, "dgxspark_command_timeout", DEFAULT_COMMAND_TIMEOUT_S, problems)
@@ -383,7 +402,7 @@ def resolve(config: pytest.Config, catalog: Catalog, planning: bool = False) -> 
         baseline_force=force, waivers=waivers, manual_checks=tuple(manual),
         operator=config.getoption("dgxspark_operator", None), lang=config.getoption("dgxspark_lang", None) or "both",
         sign_key=sign_key, baseline=baseline, command_timeout_s=command, deadline_s=deadline, notes=tuple(notes),
-        site_digest=site_digest(site.root),
+        site_digest=site_digest(site.root), testbed_api=testbed_api,
     )
 
 

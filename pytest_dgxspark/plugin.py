@@ -55,6 +55,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "manual-checks.yml (id, title_en, title_ko, attester, date, note)")
     group.addoption("--testbed", dest="dgxspark_testbed", metavar="NAME|PATH",
                     help="run against a simulated DGX Spark scenario instead of the site's real targets")
+    group.addoption("--testbed-api", dest="dgxspark_testbed_api", choices=("standin", "real"), default=None,
+                    help="the testbed's workload API: the Python stand-in (default) or the real control plane "
+                         "(kube-apiserver, etcd, kube-scheduler, kwok; `make controlplane` builds it)")
     group.addoption("--report-dir", dest="dgxspark_report_dir", metavar="DIR",
                     help="where each run writes <run-id>/ and the `latest` link (default: reports/)")
     group.addoption("--dgxspark-plan", action="store_true", dest="dgxspark_plan",

@@ -20,6 +20,15 @@ REPO = Path(__file__).resolve().parents[1]
 SITE = REPO / "sites" / "tirosh-home"
 
 
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """One visible line when the end-to-end tests on the real control plane could not run (no Go, no binaries)."""
+    reasons = [r.longrepr[2] for r in terminalreporter.stats.get("skipped", [])
+               if isinstance(r.longrepr, tuple) and str(r.longrepr[2]).startswith("Skipped: real control plane:")]
+    if reasons:
+        terminalreporter.write_line(f"{len(reasons)} end-to-end tests on the real control plane NOT RUN: "
+                                    f"{reasons[0].removeprefix('Skipped: real control plane: ')}", yellow=True, bold=True)
+
+
 def alias_bomb(indent: str = "") -> str:
     """A billion-laughs YAML mapping (nine levels of nine aliases: 9**9 strings once expanded), lines indented."""
     lines = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']

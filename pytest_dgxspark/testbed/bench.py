@@ -128,8 +128,10 @@ def testbed_cpu(tb_dir: Path) -> float:
     for pid in (p for p in os.listdir("/proc") if p.isdigit()):
         try:
             inside = os.readlink(f"/proc/{pid}/ns/pid") in namespaces
-            server = not inside and b"testbed.apiserver" in Path(f"/proc/{pid}/cmdline").read_bytes() and \
-                str(tb_dir).encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            # the stand-in API servers, or the real control plane's processes (their arguments name tb_dir/controlplane)
+            server = not inside and str(tb_dir).encode() in cmdline and \
+                (b"testbed.apiserver" in cmdline or f"{tb_dir}/controlplane".encode() in cmdline)
         except OSError:
             continue
         if inside or server:
@@ -142,20 +144,20 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run(nodes: int, work: Path, latency_ms: int = LATENCY_MS, api_latency_ms: int = LATENCY_MS) -> dict:
+def run(nodes: int, work: Path, latency_ms: int = LATENCY_MS, api_latency_ms: int = LATENCY_MS, api: str = "standin") -> dict:
     from pytest_dgxspark.testbed import Testbed
     from pytest_dgxspark.testbed.hosts import ssh_connection_count
 
-    scenario = scenario_dir(work, nodes, latency_ms, api_latency_ms)
-    tb_dir = work / f"tb-{nodes}"
+    scenario = scenario_dir(work / api, nodes, latency_ms, api_latency_ms)
+    tb_dir = work / f"tb-{nodes}-{api}"
     load = os.getloadavg()[0]
-    with Testbed(scenario, tb_dir) as testbed:
+    with Testbed(scenario, tb_dir, api=api) as testbed:
         simulation, suite = testbed_cpu(tb_dir), _children_cpu()
         started = time.monotonic()
         proc = subprocess.run(
             [sys.executable, "-m", "pytest", "suites", "--site", str(REPO / "sites" / "tirosh-home"),
              "--dgxspark-inventory", str(testbed.inventory), "--dgxspark-kubeconfig", str(testbed.kubeconfig),
-             "--dgxspark-ssh-config", str(testbed.ssh_config), "--report-dir", str(work / f"reports-{nodes}"),
+             "--dgxspark-ssh-config", str(testbed.ssh_config), "--report-dir", str(work / f"reports-{nodes}-{api}"),
              "-p", "no:cacheprovider", "-q", "--no-header"],
             cwd=REPO, capture_output=True, text=True, timeout=900,
         )
@@ -165,8 +167,8 @@ def run(nodes: int, work: Path, latency_ms: int = LATENCY_MS, api_latency_ms: in
         conns = {d.name: ssh_connection_count(d) for d in node_dirs}
         commands = {d.name: commands_run(d) for d in node_dirs}
         requests = testbed.requests()
-    results = json.loads((work / f"reports-{nodes}" / "latest" / "results.json").read_text())
-    return {"nodes": nodes, "wall_s": wall, "exit": proc.returncode, "verdict": results["verdict"], "load": load,
+    results = json.loads((work / f"reports-{nodes}-{api}" / "latest" / "results.json").read_text())
+    return {"nodes": nodes, "api": api, "wall_s": wall, "exit": proc.returncode, "verdict": results["verdict"], "load": load,
             "suite_cpu_s": suite, "testbed_cpu_s": simulation,
             "ssh_conns": conns, "ssh_commands": commands, "lists": dict(lists_per_kind(requests)),
             "requests": requests_by_verb_kind(requests),
@@ -232,6 +234,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="node counts to run, comma separated (1 is always run first; default 1,4,16,32)")
     parser.add_argument("--ssh-latency-ms", type=int, default=LATENCY_MS, help="delay of every SSH command (host fault)")
     parser.add_argument("--api-latency-ms", type=int, default=LATENCY_MS, help="delay of every API request (cluster fault)")
+    parser.add_argument("--real", choices=("auto", "off"), default="auto",
+                        help="also run one node on the real control plane when it is built (default auto)")
     args = parser.parse_args(argv)
     counts = sorted({1, *(int(n) for n in str(args.nodes).split(",") if n.strip())})
     runs = []
@@ -244,10 +248,40 @@ def main(argv: list[str] | None = None) -> int:
                   flush=True)
             for line in result["failed"]:
                 print(f"bench:   {line}")
+        real = _real_run(Path(tmp), args) if args.real == "auto" else None
     for line in table(runs) + targets(runs, 16 if 16 in counts else counts[-1]):
         print(f"bench: {line}")
+    if real is not None:
+        for line in real_lines(runs[0], real):
+            print(f"bench: {line}")
     print(summary_line(runs, 16 if 16 in counts else counts[-1]))
     return 0
+
+
+def _real_run(work: Path, args: argparse.Namespace) -> dict | None:
+    """One node on the real control plane (None, said in one line, when it is not built)."""
+    from pytest_dgxspark.testbed import RealPlaneError, real_plane_binaries
+
+    try:
+        real_plane_binaries()
+    except RealPlaneError as exc:
+        print(f"bench: real control plane: not run ({exc})", flush=True)
+        return None
+    started = time.monotonic()
+    result = run(1, work, args.ssh_latency_ms, args.api_latency_ms, api="real")
+    result["bring_up_s"] = time.monotonic() - started - result["wall_s"]
+    print(f"bench:  1 node(s) on the real control plane: {result['wall_s']:.1f} s, exit {result['exit']}, "
+          f"{result['verdict']}", flush=True)
+    return result
+
+
+def real_lines(standin: dict, real: dict) -> list[str]:
+    """The one-node run on the real control plane beside the stand-in's: wall, API requests, CPU."""
+    return [f"{'api':<8} {'wall s':>7} {'verdict':<10} {'API reqs':>8} {'LIST max':>8} {'suite CPU s':>11} "
+            f"{'API side CPU s':>14} {'bring-up + down s':>17}"] + [
+        f"{r['api']:<8} {r['wall_s']:>7.1f} {r['verdict']:<10} {sum(r['requests'].values()):>8} "
+        f"{_max(r['lists'].values()):>8} {r.get('suite_cpu_s', 0.0):>11.1f} {r.get('testbed_cpu_s', 0.0):>14.1f} "
+        + (f"{r['bring_up_s']:>17.1f}" if "bring_up_s" in r else f"{'-':>17}") for r in (standin, real)]
 
 
 if __name__ == "__main__":

@@ -137,6 +137,7 @@ def _mirror(pod: dict[str, Any]) -> None:
     md = pod.get("metadata") or {}
     if not any(ref.get("kind") == "Node" and ref.get("controller") for ref in md.get("ownerReferences") or []):
         return
+    pod.get("spec", {}).pop("serviceAccountName", None)  # a mirror pod may not reference a service account (admission)
     digest = hashlib.md5(f"{md.get('namespace')}/{md.get('name')}".encode()).hexdigest()  # noqa: S324 - a name, not security
     md["annotations"] = {"kubernetes.io/config.hash": digest, "kubernetes.io/config.mirror": digest,
                          "kubernetes.io/config.seen": ts(time.time() - 2 * 86400), "kubernetes.io/config.source": "file",

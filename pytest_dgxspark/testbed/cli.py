@@ -17,6 +17,9 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("scenario", help="a bundled scenario name (see `list`) or a scenario directory / scenario.yaml")
     up.add_argument("--dir", required=True, type=Path, help="directory for kubeconfig, inventory.yml, ssh_config and state")
     up.add_argument("--site", type=Path, default=None, help="site directory (default: the scenario's own site/, else sites/tirosh-home)")
+    up.add_argument("--api", choices=("standin", "real"), default="standin",
+                    help="the workload cluster's API: the Python stand-in (default) or the real control plane "
+                         "(kube-apiserver, etcd, kube-scheduler, kwok; built by `make controlplane`)")
     down = sub.add_parser("down", help="stop everything the testbed in DIR started (idempotent)")
     down.add_argument("--dir", required=True, type=Path)
     sub.add_parser("list", help="name the bundled scenarios with their one-line description")
@@ -38,11 +41,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"testbed in {args.dir.resolve()} is down")
         return 1 if problems else 0
     try:
-        testbed = Testbed(args.scenario, args.dir, args.site).up()
+        testbed = Testbed(args.scenario, args.dir, args.site, api=args.api).up()
     except (TestbedError, scenarios.ScenarioError) as exc:
         print(f"dgxspark-testbed up: {exc}", file=sys.stderr)
         return 2
-    print(f"testbed {testbed.scenario.name} is up (SIMULATED)")
+    print(f"testbed {testbed.scenario.name} is up (SIMULATED{', real control plane' if testbed.api == 'real' else ''})")
     print(f"  kubeconfig: {testbed.kubeconfig} (contexts: {', '.join(f'{k}={v}' for k, v in testbed.contexts.items())})")
     print(f"  inventory:  {testbed.inventory}")
     print(f"  ssh_config: {testbed.ssh_config}")

@@ -59,7 +59,10 @@ def workload(ctx: Context, world: World, kind: str, ns: str, name: str, labels: 
         parent = {"apiVersion": "apps/v1", "kind": "ReplicaSet",
                  "metadata": meta(rs_name, ns, ctx.created, {**labels, "pod-template-hash": rs_hash},
                                   ownerReferences=[owner_ref(top)]),
-                 "spec": {"replicas": 1, "selector": {"matchLabels": {**labels, "pod-template-hash": rs_hash}}, "template": template},
+                 # the deployment controller adds pod-template-hash to the ReplicaSet's template as to its selector
+                 "spec": {"replicas": 1, "selector": {"matchLabels": {**labels, "pod-template-hash": rs_hash}},
+                          "template": {**template, "metadata": {**(template.get("metadata") or {}), "labels": {
+                              **((template.get("metadata") or {}).get("labels") or {}), "pod-template-hash": rs_hash}}}},
                  "status": {"replicas": count, "readyReplicas": ready, "availableReplicas": ready, "fullyLabeledReplicas": count,
                             "observedGeneration": 1}}
         world.add(parent)

@@ -61,8 +61,11 @@ def _check_name(kind: str, value: str, limit: int | None) -> None:
         raise ValueError(f"{kind} must be [A-Za-z0-9_.-]{bound}, got {value!r}")
 
 
-def create(netns: str, host_ifname: str, host_ip: str, node_ip: str, prefix: int = 30) -> Link:
-    """Create `netns` with a veth pair: `host_ifname` (host_ip) outside, eth0 (node_ip) inside."""
+def create(netns: str, host_ifname: str, host_ip: str, node_ip: str, prefix: int = 30, *, default_route: bool = True,
+           local: tuple[str, ...] = ()) -> Link:
+    """Create `netns` with a veth pair: `host_ifname` (host_ip) outside, eth0 (node_ip) inside. Without
+    `default_route` the namespace reaches only host_ip: a connect to any other address fails at once (ENETUNREACH).
+    `local`: more addresses (/32 on lo) the namespace answers itself."""
     _check_name("netns name", netns, IFNAME_MAX)
     _check_name("host interface name", host_ifname, IFNAME_MAX)
     link = Link(netns, host_ifname, host_ip, node_ip, prefix)
@@ -75,7 +78,10 @@ def create(netns: str, host_ifname: str, host_ip: str, node_ip: str, prefix: int
         _ip("-n", netns, "link", "set", "lo", "up")
         _ip("-n", netns, "addr", "add", f"{node_ip}/{prefix}", "dev", NODE_IFNAME)
         _ip("-n", netns, "link", "set", NODE_IFNAME, "up")
-        _ip("-n", netns, "route", "add", "default", "via", host_ip)
+        if default_route:
+            _ip("-n", netns, "route", "add", "default", "via", host_ip)
+        for address in local:
+            _ip("-n", netns, "addr", "add", f"{address}/32", "dev", "lo")
     except BaseException:
         destroy(link)
         raise

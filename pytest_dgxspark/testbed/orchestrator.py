@@ -15,7 +15,8 @@ from typing import Any
 
 import yaml
 
-from pytest_dgxspark.testbed import netns, objects, pki
+from pytest_dgxspark.site.model import DEFAULT_CUDA_SAMPLE_IMAGE
+from pytest_dgxspark.testbed import netns, objects, pki, realplane
 from pytest_dgxspark.testbed import scenario as scenarios
 from pytest_dgxspark.testbed.node import host_metadata
 from pytest_dgxspark.testbed.sshkeys import write_keypair
@@ -24,6 +25,7 @@ from pytest_dgxspark.testbed.world import make_context
 API_PORT = 6443
 READY_TIMEOUT_S = 15.0
 SERVER_MODULE = "pytest_dgxspark.testbed.apiserver"
+APIS = ("standin", "real")  # the workload cluster's API: the Python stand-in, or the real control plane (realplane.py)
 
 
 # Inventory host vars that say how to reach a host: the testbed's own, never the site's (its 192.168.x addresses).
@@ -99,8 +101,11 @@ class Testbed:
 
     __test__ = False  # not a pytest test class
 
-    def __init__(self, scenario: str | Path, directory: Path | str, site: Any = None, *,
+    def __init__(self, scenario: str | Path, directory: Path | str, site: Any = None, *, api: str = "standin",
                  _without_hosts: bool = False) -> None:
+        if api not in APIS:
+            raise TestbedError(f"api must be one of {', '.join(APIS)}, got {api!r}")
+        self.api = api
         self.directory = Path(directory).resolve()
         self.scenario = scenarios.load(scenario)
         # a run passes its loaded, validated Site (the plan decided which); the CLI passes a path or nothing
@@ -128,7 +133,8 @@ class Testbed:
     def up(self) -> Testbed:
         """Start everything; on any failure tear down what was started and raise TestbedError."""
         self.directory.mkdir(parents=True, exist_ok=True)
-        if _alive(_read_state(self.directory).get("pids", [])):
+        previous = _read_state(self.directory)
+        if _alive(previous.get("pids", [])) or any(realplane.is_ours(p, self.directory) for p in previous.get("cp_pids", [])):
             raise TestbedError(f"{self.directory}: a testbed is already up here; run `dgxspark-testbed down --dir {self.directory}`")
         for stale in ("requests.jsonl", "state.json"):
             (self.directory / stale).unlink(missing_ok=True)
@@ -151,13 +157,24 @@ class Testbed:
         names = list(self.scenario.nodes)
         mgmt = self.scenario.management
         with_mgmt = bool(mgmt.get("enabled", False))
-        for index, name in enumerate(names + (["argocd-mgmt"] if with_mgmt else []), start=1):
+        real = self.api == "real"
+        if real:
+            try:
+                realplane.binaries()  # says what is missing before anything starts
+            except realplane.RealPlaneError as exc:
+                raise TestbedError(f"testbed {self.scenario.name} --api real: {exc}") from exc
+        planned = names + (["argocd-mgmt"] if with_mgmt else []) + (["controlplane"] if real else [])
+        for index, name in enumerate(planned, start=1):
             ns_name, ifname = netns.names_for(slot, index)
             host_ip, node_ip, prefix = netns.node_addresses(slot, index)
             state["links"].append({"name": name, "netns": ns_name, "host_ifname": ifname, "host_ip": host_ip,
                                    "node_ip": node_ip, "prefix": prefix})
             _write_state(self.directory, state)
-            links[name] = netns.create(ns_name, ifname, host_ip, node_ip, prefix)
+            if name == "controlplane":  # no default route; the nodes' addresses are its own (kwok serves their kubelet port)
+                links[name] = netns.create(ns_name, ifname, host_ip, node_ip, prefix, default_route=False,
+                                           local=tuple(links[n].node_ip for n in names))
+            else:
+                links[name] = netns.create(ns_name, ifname, host_ip, node_ip, prefix)
         node_ips = {n: links[n].node_ip for n in names}
         key = self.directory / "id_ed25519"
         public_key = write_keypair(key)
@@ -172,7 +189,7 @@ class Testbed:
         pki_dir = self.directory / "pki"
         pki_dir.mkdir(mode=0o700, exist_ok=True)
         entries = []
-        workload_ip = links[server_name].node_ip
+        workload_ip = links["controlplane" if real else server_name].node_ip
         ca, token = self._cluster_pki(pki_dir, "workload", workload_ip, server_name)
         # the admin client certificate RKE2 issued with the server's own (rke2.yaml): it ends when they do
         server_host = (self.scenario.nodes[server_name] or {}).get("host") or {}
@@ -197,6 +214,21 @@ class Testbed:
             payload["scenario"] = self.scenario.name  # the apiserver names it in every answer and on every Node
             pki.write_private(self.directory / f"{cluster}-world.json", json.dumps(payload))
             if spec.get("unreachable"):
+                continue
+            if real and cluster == "workload":
+                state["cp_pids"] = []
+
+                def record(pid: int) -> None:
+                    state["cp_pids"].append(pid)
+                    _write_state(self.directory, state)
+
+                try:
+                    realplane.bring_up(self.directory, links["controlplane"].netns, workload_ip, server_name,
+                                       self.scenario.name, world, ca,
+                                       {token: ("testbed:token", "system:masters")}, site_vars.get("cuda_sample_image") or DEFAULT_CUDA_SAMPLE_IMAGE,
+                                       faults=spec.get("faults") or None, on_pid=record)
+                except Exception as exc:  # noqa: BLE001 - the message names the part that failed
+                    raise TestbedError(f"testbed {self.scenario.name}: the real control plane did not come up: {exc}") from exc
                 continue
             log = open(self.directory / f"apiserver-{cluster}.log", "ab")  # noqa: SIM115 - handed to the child
             proc = subprocess.Popen(["ip", "netns", "exec", link.netns, sys.executable, "-m", SERVER_MODULE, "--dir",
@@ -299,7 +331,10 @@ class Testbed:
             self._downing = False
 
     def requests(self) -> list[dict[str, Any]]:
-        """Every API request recorded so far (DIR/requests.jsonl)."""
+        """Every API request recorded so far (DIR/requests.jsonl); on the real control plane, the workload requests of
+        the suite's identity (system:admin) in its audit log, in the same shape (cluster, method, path, query, status)."""
+        if self.api == "real":
+            return realplane.audited_requests(self.directory / "audit.log", "system:admin")
         path = self.directory / "requests.jsonl"
         if not path.is_file():
             return []
@@ -311,6 +346,7 @@ def teardown(directory: Path) -> list[str]:
     directory = Path(directory).resolve()
     state = _read_state(directory)
     problems: list[str] = []
+    realplane.stop(state.get("cp_pids", []), directory, problems)
     for pid in state.get("pids", []):
         _stop(pid, problems)
     if state.get("hosts"):

@@ -1,0 +1,57 @@
+"""End to end on the real control plane: the suites against bundled scenarios whose workload API is kube-apiserver,
+etcd, kube-controller-manager, kube-scheduler and kwok (`--testbed-api real`), checked against each expect block.
+
+Without the binaries (no Go, or the module proxy refused) these tests skip and the run's summary says so in one line.
+DGXSPARK_REAL_SCENARIOS=all runs every scenario docs/scenarios.md lists as running on the real plane."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.test_e2e import assert_torn_down, result_of, run_selected, selected
+
+NOT_BUILT: str | None
+try:
+    from pytest_dgxspark.testbed.realplane import RealPlaneError, binaries
+
+    binaries()
+    NOT_BUILT = None
+except RealPlaneError as exc:
+    NOT_BUILT = str(exc)
+
+pytestmark = [
+    pytest.mark.skipif(not Path("/usr/sbin/sshd").exists(), reason="the testbed needs openssh-server (make test installs it)"),
+    pytest.mark.skipif(NOT_BUILT is not None, reason=f"real control plane: {NOT_BUILT}"),
+]
+
+# what `make test` runs on the real plane (each run brings up its own control plane: ~20-40 s on 2 shared cores)
+QUICK = ["healthy", "cuda-pending", "cuda-failing", "api-flaky"]
+# every scenario that runs there (docs/scenarios.md "On the real control plane" gives the reason for the others)
+ALL = ["healthy", "cuda-pending", "cuda-failing", "api-flaky", "two-node"]
+WANTED = ALL if os.environ.get("DGXSPARK_REAL_SCENARIOS") == "all" else QUICK
+
+
+@pytest.fixture(scope="module")
+def real_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    wanted = selected(request, "test_the_scenario_gives_its_declared_statuses_on_the_real_control_plane")
+    runs = {name: (lambda _folder, name=name: ("--testbed", name, "--testbed-api", "real")) for name in ALL}
+    return run_selected(tmp_path_factory, wanted, runs)
+
+
+@pytest.mark.parametrize("name", WANTED)
+def test_the_scenario_gives_its_declared_statuses_on_the_real_control_plane(real_runs, name):
+    from pytest_dgxspark.testbed import scenario
+
+    expect = scenario.load(name).expect
+    tmp_path, proc, doc = result_of(real_runs, name)
+    got = {r["id"]: r["status"] for r in doc["rules"]}
+    messages = {r["id"]: [t["message"] for t in r["tests"] if t["message"]] for r in doc["rules"]}
+    wrong = {rid: (want, got.get(rid), messages.get(rid)) for rid, want in expect["rules"].items() if got.get(rid) != want}
+    assert wrong == {}, f"{name} on the real plane: rule statuses differ (expected, got, messages)\n{proc.stdout[-3000:]}"
+    assert sorted(doc["root_causes"]) == sorted(expect["root_causes"])
+    assert doc["run"]["simulated"] is True and doc["run"]["testbed"] == name
+    assert_torn_down(tmp_path)
+

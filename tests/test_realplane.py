@@ -1,0 +1,258 @@
+"""The real control plane's pieces that need no binaries: the build script without Go, the upstream CRD, the world as
+written to the real API, the kwok stages and the plan's check of `--testbed-api`."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import REPO
+from tests.pytester_args import SITE_ARGS
+
+BUILD = REPO / "pytest_dgxspark" / "testbed" / "controlplane" / "build.sh"
+
+
+def _world(name: str):
+    from pytest_dgxspark.testbed import objects, scenario
+    from pytest_dgxspark.testbed.world import make_context
+
+    sc = scenario.load(name)
+    return objects.build_workload(make_context(sc, {n: f"172.29.9.{4 * i + 2}" for i, n in enumerate(sc.nodes)}))
+
+
+def test_the_build_without_go_says_so_in_one_line_and_lets_setup_go_on(tmp_path):
+    path = ":".join(p for p in os.environ["PATH"].split(":") if not (Path(p) / "go").exists())
+    env = {"PATH": path, "HOME": str(tmp_path), "DGXSPARK_CONTROLPLANE_BIN": str(tmp_path / "bin")}
+    proc = subprocess.run(["bash", str(BUILD)], capture_output=True, text=True, env=env, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        "controlplane: NOT BUILT: no Go toolchain on PATH (needs go >= 1.24); --testbed-api real is unavailable, "
+        "the rest runs on the Python stand-in"]
+    assert not (tmp_path / "bin").exists()
+
+
+def test_every_staging_module_is_replaced_by_the_release_of_the_same_patch():
+    gomod = (BUILD.parent / "kubernetes" / "go.mod").read_text()
+    version = next(line.split()[1] for line in gomod.splitlines() if line.split()[:1] == ["k8s.io/kubernetes"])
+    replaced = [line.split() for line in gomod.splitlines() if "=>" in line]
+    assert version.startswith("v1.34.") and len(replaced) >= 30
+    assert {r[-1] for r in replaced} == {"v0." + version.removeprefix("v1.")}
+    assert all(r[0] == r[2] and r[0].startswith("k8s.io/") for r in replaced)
+
+
+def test_the_clusterpolicy_crd_is_the_gpu_operators_own_trimmed_below_spec_driver_fields():
+    from pytest_dgxspark.testbed import realworld
+
+    crd = next(c for c in realworld.crds(_world("healthy")) if c["metadata"]["name"] == "clusterpolicies.nvidia.com")
+    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    driver = schema["properties"]["spec"]["properties"]["driver"]
+    assert driver["description"] == "Driver component spec"
+    for field in ("enabled", "kernelModuleType", "usePrecompiled", "licensingConfig", "repository", "image", "version"):
+        assert field in driver["properties"], field
+    assert driver["properties"]["kernelModuleType"]["enum"] == ["auto", "open", "proprietary"]
+    assert driver["properties"]["licensingConfig"].get("x-kubernetes-preserve-unknown-fields") is True
+    assert "required" in schema["properties"]["spec"]  # upstream's required operands stay required
+    head = (realworld.CRD_DIR / "clusterpolicies.nvidia.com.yaml").read_text().splitlines()[0]
+    assert "NVIDIA/gpu-operator v26.3.2" in head
+
+
+def test_crds_a_scenario_leaves_absent_are_not_written():
+    from pytest_dgxspark.testbed import realworld
+
+    world = _world("healthy")
+    world.settings["crds_absent"] = ["clusterpolicies"]
+    assert "clusterpolicies.nvidia.com" not in [c["metadata"]["name"] for c in realworld.crds(world)]
+
+
+def test_an_object_is_created_without_what_the_server_sets_and_with_its_owners_real_uid():
+    from pytest_dgxspark.testbed.realworld import _for_create
+
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "p", "namespace": "kube-system", "uid": "old-pod", "resourceVersion": "7",
+                        "creationTimestamp": "2026-01-01T00:00:00Z", "labels": {"controller-uid": "old-job"},
+                        "ownerReferences": [{"kind": "Job", "name": "j", "uid": "old-job"}]},
+           "spec": {"containers": [{"name": "c", "image": "i"}], "priority": 0, "preemptionPolicy": "PreemptLowerPriority"},
+           "status": {"phase": "Running"}}
+    body = _for_create(pod, {"old-job": "new-job"})
+    assert set(body["metadata"]) == {"name", "namespace", "labels", "ownerReferences"}
+    assert body["metadata"]["ownerReferences"][0]["uid"] == "new-job"
+    assert body["metadata"]["labels"]["controller-uid"] == "new-job"
+    assert "status" not in body and "priority" not in body["spec"] and "preemptionPolicy" not in body["spec"]
+    assert pod["metadata"]["uid"] == "old-pod"  # the world itself is left as it is
+
+
+def _stages(name: str, tmp_path: Path, **workload) -> dict[str, dict]:
+    from pytest_dgxspark.testbed import realworld
+
+    world = _world(name)
+    world.settings["workload"].update(workload)
+    path = realworld.kwok_config(world, tmp_path, "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0-ubuntu22.04")
+    return {d["metadata"]["name"]: d for d in yaml.safe_load_all(path.read_text()) if d["kind"] == "Stage"}
+
+
+def test_the_healthy_cuda_sample_runs_then_succeeds_and_its_log_is_the_images(tmp_path):
+    stages = _stages("healthy", tmp_path)
+    assert "phase: Running" in stages["gpu-start"]["spec"]["next"]["statusTemplate"]
+    finish = stages["gpu-finish"]["spec"]
+    assert "phase: Succeeded" in finish["next"]["statusTemplate"] and "exitCode: 0, reason: Completed" in finish["next"]["statusTemplate"]
+    assert {"key": ".spec.restartPolicy", "operator": "In", "values": ["Never", "OnFailure"]} in finish["selector"]["matchExpressions"]
+    later = (tmp_path / "controlplane" / "logs" / "later.log").read_text()
+    assert "stdout F Test PASSED\n" in later
+
+
+def test_an_admission_failure_fails_the_gpu_pod_with_its_reason_and_event(tmp_path):
+    stages = _stages("cuda-failing", tmp_path)
+    stage = stages["gpu-admission-error"]["spec"]["next"]
+    assert "reason: UnexpectedAdmissionError" in stage["statusTemplate"] and "phase: Failed" in stage["statusTemplate"]
+    assert stage["event"]["reason"] == "UnexpectedAdmissionError" and "gpu-start" not in stages
+
+
+def test_a_failing_exit_fails_a_never_restarted_pod_and_crashloops_one_that_restarts(tmp_path):
+    stages = _stages("healthy", tmp_path, outcome="failed", failure="F25")
+    assert "exitCode: 255, reason: Error" in stages["gpu-finish"]["spec"]["next"]["statusTemplate"]
+    assert "phase: Failed" in stages["gpu-finish"]["spec"]["next"]["statusTemplate"]
+    assert "CrashLoopBackOff" in stages["gpu-crashloop"]["spec"]["next"]["statusTemplate"]
+    assert "exec format error" in (tmp_path / "controlplane" / "logs" / "later.log").read_text()
+
+
+def test_known_and_unknown_images_take_disjoint_stages(tmp_path):
+    stages = _stages("healthy", tmp_path)
+    known = next(e for e in stages["gpu-start"]["spec"]["selector"]["matchExpressions"] if e["key"].endswith("image"))
+    unknown = next(e for e in stages["gpu-pull-error"]["spec"]["selector"]["matchExpressions"] if e["key"].endswith("image"))
+    assert (known["operator"], unknown["operator"]) == ("In", "NotIn") and known["values"] == unknown["values"]
+    assert "busybox:1.36" in known["values"] and "docker.io/library/busybox:1.36" in known["values"]
+
+
+def test_scenario_logs_are_cri_files_kwok_serves_per_pod_current_and_previous(tmp_path):
+    from pytest_dgxspark.testbed import realworld
+    from pytest_dgxspark.testbed.world import PREVIOUS
+
+    world = _world("device-plugin-crashloop")
+    path = realworld.kwok_config(world, tmp_path, None)
+    logs = {(d["metadata"]["namespace"], d["metadata"]["name"]): d["spec"]["logs"]
+            for d in yaml.safe_load_all(path.read_text()) if d["kind"] == "Logs"}
+    previous = [k for k in world.logs if k.endswith(PREVIOUS)]
+    assert previous, "the crashloop scenario has a previous log"
+    ns, pod, container = previous[0].removesuffix(PREVIOUS).split("/", 2)
+    entry = next(e for e in logs[(ns, pod)] if e["containers"] == [container])
+    text = world.logs[previous[0]]
+    assert Path(entry["previousLogsFile"]).read_text() == "".join(
+        f"2026-01-01T00:00:00.000000000Z stdout F {line}\n" for line in text.splitlines())
+
+
+def test_testbed_api_real_without_the_binaries_is_a_usage_error_naming_the_build(pytester, suite, monkeypatch):
+    monkeypatch.setenv("DGXSPARK_CONTROLPLANE_BIN", str(pytester.path / "no-bin"))
+    suite("rke2", "def test_x():\n    raise SystemExit('touched a target')\n")
+    result = pytester.runpytest("--testbed", "healthy", "--testbed-api", "real", "--report-dir", "out", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--testbed-api real: the real control plane is not built: etcd, kube-apiserver, "
+                                 "kube-controller-manager, kube-scheduler, kwok missing in *no-bin; run `make controlplane`*"])
+
+
+def test_testbed_api_without_a_testbed_is_a_usage_error(pytester, suite):
+    suite("rke2", "def test_x():\n    raise SystemExit('touched a target')\n")
+    result = pytester.runpytest(*SITE_ARGS, "--testbed-api", "real")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--testbed-api real needs --testbed NAME*"])
+
+
+def test_the_cli_refuses_real_without_binaries_before_starting_anything(tmp_path, monkeypatch):
+    if shutil.which("ip") is None:
+        pytest.skip("needs iproute2")
+    from pytest_dgxspark.testbed.cli import main
+
+    monkeypatch.setenv("DGXSPARK_CONTROLPLANE_BIN", str(tmp_path / "no-bin"))
+    assert main(["up", "healthy", "--dir", str(tmp_path / "tb"), "--api", "real"]) == 2
+    assert not list((tmp_path / "tb").glob("*.log"))
+
+
+@pytest.fixture
+def proxied(tmp_path):
+    """The fault proxy in front of a stand-in upstream that answers what reached it (identity headers, path)."""
+    import json
+    import ssl
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from pytest_dgxspark.testbed import pki, realplane
+    from pytest_dgxspark.testbed.faultproxy import Proxy
+    from pytest_dgxspark.testbed.faults import Faults
+    from tests.loopback import free_port
+
+    ca = pki.make_ca("testbed-ca")
+    cp = realplane.write_files(tmp_path, ca, "127.0.0.1", "gpu-01", {"t0k.en": ("testbed:token", "system:masters")})
+
+    class Upstream(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):
+            return
+
+        def do_GET(self):
+            peer = self.connection.getpeercert() or {}
+            data = json.dumps({"path": self.path, "user": self.headers.get_all("X-Remote-User"),
+                               "groups": self.headers.get_all("X-Remote-Group"),
+                               "auth": self.headers.get("Authorization"),
+                               "peer": [v for rdn in peer.get("subject", ()) for k, v in rdn if k == "commonName"]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    upstream = ThreadingHTTPServer(("127.0.0.1", free_port()), Upstream)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cp / "apiserver.crt", cp / "apiserver.key")
+    context.load_verify_locations(cp / "front-proxy-ca.crt")
+    context.verify_mode = ssl.CERT_REQUIRED  # only the proxy's front-proxy certificate gets in
+    upstream.socket = context.wrap_socket(upstream.socket, server_side=True)
+    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+
+    def start(faults: dict) -> tuple[str, int]:
+        proxy = Proxy(("127.0.0.1", free_port()), upstream.server_address, cp, Faults(faults))
+        threading.Thread(target=proxy.serve_forever, daemon=True).start()
+        return proxy.server_address
+
+    yield start, cp
+    upstream.shutdown()
+
+
+def _get(address, cp, path, headers=None, cert=True):
+    import http.client
+    import json
+    import ssl
+
+    context = ssl.create_default_context(cafile=str(cp / "ca.crt"))
+    context.check_hostname = False
+    if cert:
+        from pytest_dgxspark.testbed.realapi import Api
+
+        context = Api.from_kubeconfig(cp / "admin.kubeconfig").context
+    conn = http.client.HTTPSConnection(*address, context=context, timeout=10)
+    conn.request("GET", path, headers=headers or {})
+    resp = conn.getresponse()
+    body = resp.read()
+    return resp.status, json.loads(body) if body else None
+
+
+def test_the_fault_proxy_passes_the_clients_certificate_identity_as_requestheaders_and_drops_forged_ones(proxied):
+    start, cp = proxied
+    address = start({})
+    status, seen = _get(address, cp, "/api/v1/nodes?limit=1", {"X-Remote-User": "mallory", "X-Remote-Group": "system:masters"})
+    assert status == 200 and seen["path"] == "/api/v1/nodes?limit=1"
+    assert (seen["user"], seen["groups"], seen["peer"]) == (["system:admin"], ["system:masters"], ["front-proxy-client"])
+    status, seen = _get(address, cp, "/version", {"Authorization": "Bearer t0k.en", "X-Remote-User": "mallory"}, cert=False)
+    assert status == 200 and seen["user"] is None and seen["auth"] == "Bearer t0k.en"
+
+
+def test_the_fault_proxy_answers_a_matching_path_with_the_status_a_real_server_sends(proxied):
+    start, cp = proxied
+    address = start({"errors": {"^/api/v1/pods$": {"status": 503, "rate": 1}}})
+    status, body = _get(address, cp, "/api/v1/pods")
+    assert status == 503 and (body["reason"], body["message"]) == (
+        "ServiceUnavailable", "the server is currently unable to handle the request")
+    assert _get(address, cp, "/api/v1/nodes")[0] == 200
