@@ -10,10 +10,9 @@ from typing import Any
 
 import yaml
 
-from pytest_dgxspark.testbed import bootstrap
+from pytest_dgxspark.testbed import bootstrap, resources
 from pytest_dgxspark.testbed import images as catalogue
 from pytest_dgxspark.testbed import logs as texts
-from pytest_dgxspark.testbed import resources
 from pytest_dgxspark.testbed.realapi import Api, ApiError
 from pytest_dgxspark.testbed.world import PREVIOUS, World
 
