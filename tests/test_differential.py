@@ -47,6 +47,23 @@ def test_differences_name_the_status_and_each_field_once() -> None:
         ("status", 200, 403), ("items[*].b", 2, 4), ("kind", "<absent>", "PodList")]
 
 
+@pytest.mark.parametrize(("resources", "expected"), [
+    ({"limits": {"nvidia.com/gpu": "1"}}, "BestEffort"),  # the CUDA sample: what the real server said (measured)
+    ({"limits": {"cpu": "1", "memory": "1Gi"}}, "Guaranteed"),
+    ({"limits": {"cpu": "1", "memory": "1Gi"}, "requests": {"cpu": "500m"}}, "Burstable"),
+    ({"requests": {"memory": "1Gi"}}, "Burstable"),
+    ({}, "BestEffort"),
+])
+def test_the_stand_ins_qos_class_is_kube_apiservers(resources, expected) -> None:
+    from pytest_dgxspark.testbed.writes import pod_defaults
+
+    pod = {"spec": {"containers": [{"name": "c", "image": "i:1", "resources": dict(resources)}]}}
+    pod_defaults(pod)
+    assert pod["status"]["qosClass"] == expected
+    requested = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}  # limits default requests
+    assert pod["spec"]["containers"][0]["resources"].get("requests", {}) == requested
+
+
 def test_recorded_secrets_keep_no_data_and_replay_as_valid_base64() -> None:
     secret = {"kind": "Secret", "data": {"token": "c2VjcmV0"}, "stringData": {"config": "{...}"}}
     scrubbed = differential.scrub({"items": [secret]})

@@ -106,7 +106,7 @@ def status_for(pod: dict[str, Any], state: str, node_ip: str, created: float, *,
     spec = pod["spec"]
     inits, mains = spec.get("initContainers") or [], spec.get("containers") or []
     started, host_net = created + 2, spec.get("hostNetwork", False)
-    base: dict[str, Any] = {"hostIP": node_ip, "hostIPs": [{"ip": node_ip}], "qosClass": _qos(mains), "startTime": ts(created)}
+    base: dict[str, Any] = {"hostIP": node_ip, "hostIPs": [{"ip": node_ip}], "qosClass": qos_class(mains), "startTime": ts(created)}
     pod_ip = node_ip if host_net else _pod_ip(pod)
     base.update({"podIP": pod_ip, "podIPs": [{"ip": pod_ip}]})
     done_inits = [terminated_status(c, started, started + 1) for c in inits]
@@ -168,11 +168,23 @@ def status_for(pod: dict[str, Any], state: str, node_ip: str, created: float, *,
     return {**base, **out}
 
 
-def _qos(containers: list[dict[str, Any]]) -> str:
-    res = [c.get("resources") or {} for c in containers]
-    if all(r.get("limits") and r.get("limits") == r.get("requests", r.get("limits")) for r in res):
+def qos_class(containers: list[dict[str, Any]]) -> str:
+    """The pod's QoS class as kube-apiserver computes it (core/helper/qos): from cpu and memory only (an extended
+    resource such as nvidia.com/gpu never counts); requests default to limits first, as the API's defaulting does."""
+    requests: list[dict[str, Any]] = []
+    limits: list[dict[str, Any]] = []
+    for c in containers:
+        res = c.get("resources") or {}
+        lim = {k: v for k, v in (res.get("limits") or {}).items() if k in ("cpu", "memory")}
+        req = {**lim, **{k: v for k, v in (res.get("requests") or {}).items() if k in ("cpu", "memory")}}
+        requests.append(req)
+        limits.append(lim)
+    if not any(requests) and not any(limits):
+        return "BestEffort"
+    if all(set(lim) == {"cpu", "memory"} and lim == req for lim, req in zip(limits, requests)):
         return "Guaranteed"
-    return "Burstable" if any(r for r in res) else "BestEffort"
+    return "Burstable"
+
 
 
 def _pod_ip(pod: dict[str, Any]) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 
 from pytest_dgxspark.testbed import bootstrap, crdschemas, fieldmanager, openapi, patches, protobuf, resources
-from pytest_dgxspark.testbed.podshape import SUFFIX_ALPHABET, ts
+from pytest_dgxspark.testbed.podshape import SUFFIX_ALPHABET, qos_class, ts
 from pytest_dgxspark.testbed.reply import (
     ApiError,
     Exchange,
@@ -183,9 +183,10 @@ def pod_defaults(pod: dict[str, Any]) -> None:
         c.setdefault("imagePullPolicy", "Always" if c.get("image", "").endswith(":latest") or ":" not in c.get("image", "") else "IfNotPresent")
         c.setdefault("terminationMessagePath", "/dev/termination-log")
         c.setdefault("terminationMessagePolicy", "File")
-        c.setdefault("resources", {})
-    limits = [c["resources"].get("limits") for c in spec.get("containers", [])]
-    qos = "Guaranteed" if limits and all(limits) else ("Burstable" if any(c["resources"] for c in spec.get("containers", [])) else "BestEffort")
+        resources = c.setdefault("resources", {})
+        for name, value in (resources.get("limits") or {}).items():  # SetDefaults_ResourceRequirements
+            resources.setdefault("requests", {}).setdefault(name, value)
+    qos = qos_class(spec.get("containers", []) + spec.get("initContainers", []))
     pod["status"] = {"phase": "Pending", "qosClass": qos}
 
 
