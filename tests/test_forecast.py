@@ -38,7 +38,7 @@ def results(pytester: pytest.Pytester) -> dict:
 def test_the_catalog_keeps_the_30_rules_and_the_forecast_apart() -> None:
     catalog = load_catalog()
     assert len(catalog) == 30 and all(rid.startswith("ADR-") for rid in catalog.rules)
-    assert sorted(catalog.forecast) == ["SPARK.driver-version-skew", "SPARK.reboot-pending",
+    assert sorted(catalog.forecast) == ["SPARK.driver-version-skew", "SPARK.etcd-snapshots", "SPARK.reboot-pending",
                                         "SPARK.rke2-certificates-expiry", "SPARK.unattended-upgrades-unheld"]
     assert {r.kind for r in catalog.forecast.values()} == {"forecast"}
     assert all(r.remediation and r.remediation_ko for r in catalog.forecast.values())
@@ -168,3 +168,26 @@ def test_the_forecast_checks_are_rows_of_results_json_so_junit_and_report_html_a
         ("SPARK.reboot-pending", "advised", "forecast advised"),
         ("SPARK.driver-version-skew", "passed", "forecast checked"),
         ("SPARK.unattended-upgrades-unheld", "error", "forecast checked")]
+
+
+def test_etcd_snapshots_that_are_off_old_missing_or_empty_are_named() -> None:
+    import datetime
+
+    from pytest_dgxspark.judge.upkeep import snapshot_problems
+    from pytest_dgxspark.probes.upkeep import parse_snapshots
+
+    now = datetime.datetime(2026, 12, 1, 12, tzinfo=datetime.timezone.utc)
+    fresh, stale = now.timestamp() - 2 * 3600, now.timestamp() - 72 * 3600
+    listing = f"{stale:.10f} 16384 etcd-snapshot-gpu-01-{int(stale)}\n{fresh:.10f} 16384 etcd-snapshot-gpu-01-{int(fresh)}\n"
+    assert [s.name for s in parse_snapshots(listing)] == [f"etcd-snapshot-gpu-01-{int(stale)}",
+                                                          f"etcd-snapshot-gpu-01-{int(fresh)}"]
+    assert snapshot_problems({}, parse_snapshots(listing), now) == []
+    assert snapshot_problems({}, parse_snapshots(listing.splitlines()[0]), now) == [
+        f"the latest etcd snapshot etcd-snapshot-gpu-01-{int(stale)} is 72 hours old (scheduled every '0 */12 * * *'; "
+        "not one in 25 h)"]
+    assert snapshot_problems({"etcd-disable-snapshots": True}, (), now) == [
+        "etcd-disable-snapshots is true in config.yaml: RKE2 takes no scheduled snapshot",
+        "no etcd snapshot in the snapshot folder"]
+    empty = f"{fresh:.10f} 0 etcd-snapshot-gpu-01-{int(fresh)}\n"
+    assert snapshot_problems({}, parse_snapshots(empty), now) == [
+        f"the latest etcd snapshot etcd-snapshot-gpu-01-{int(fresh)} is empty (0 bytes)"]

@@ -90,3 +90,25 @@ def expiring(certificates: Mapping[str, Any], now: datetime.datetime,
         if not cert.ca and left < longest_shutdown_days:
             found.append((path, math.ceil(left), cert.not_after))
     return sorted(found, key=lambda item: (item[2], item[0]))
+
+
+SNAPSHOT_RECENT_HOURS = 25  # RKE2 snapshots every 12 hours by default: two missed runs and an hour is not recent
+
+
+def snapshot_problems(config: Mapping[str, Any], snapshots: Iterable[Any], now: datetime.datetime) -> list[str]:
+    """Why the server's etcd snapshots will not save the cluster: disabled, none, the latest old or empty."""
+    taken = list(snapshots)
+    problems = []
+    if str(config.get("etcd-disable-snapshots", "false")).lower() == "true":
+        problems.append("etcd-disable-snapshots is true in config.yaml: RKE2 takes no scheduled snapshot")
+    if not taken:
+        problems.append("no etcd snapshot in the snapshot folder")
+        return problems
+    latest = taken[-1]
+    age = (now - latest.taken).total_seconds() / 3600
+    if age > SNAPSHOT_RECENT_HOURS:
+        problems.append(f"the latest etcd snapshot {latest.name} is {age:.0f} hours old (scheduled every "
+                        f"{config.get('etcd-snapshot-schedule-cron', '0 */12 * * *')!r}; not one in {SNAPSHOT_RECENT_HOURS} h)")
+    if latest.size == 0:
+        problems.append(f"the latest etcd snapshot {latest.name} is empty (0 bytes)")
+    return problems

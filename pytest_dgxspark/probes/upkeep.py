@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from pytest_dgxspark.probes import Command, Reading, Settings
+from pytest_dgxspark.probes import Command, Reading, Settings, quoted
 
 NAME = "upkeep"
 
@@ -31,6 +31,14 @@ REBOOT = ("for f in /var/run/reboot-required /var/run/reboot-required.pkgs; do "
           "[ -e \"$f\" ] && { echo \"### $f\"; cat \"$f\"; }; done; true")
 APT_CONFIG = "command -v apt-config >/dev/null && apt-config dump; true"  # APT's effective configuration
 # RKE2's certificates (public parts only, never a key): the server's under server/tls, every node's under agent/
+SNAPSHOT_DIR = "/var/lib/rancher/rke2/server/db/snapshots"  # RKE2's default etcd-snapshot-dir
+
+
+def snapshot_listing(directory: str = SNAPSHOT_DIR) -> str:
+    """`<mtime> <size> <name>` of each etcd snapshot file in `directory` (GNU find), nothing when there is none."""
+    return quoted("find {} -maxdepth 1 -type f -printf '%T@ %s %f\\n' 2>/dev/null; true", directory)
+
+
 RKE2_CERTS = ("for f in /var/lib/rancher/rke2/server/tls/*.crt /var/lib/rancher/rke2/agent/*.crt; do "
               "[ -f \"$f\" ] && { echo \"### $f\"; cat \"$f\"; }; done; true")
 
@@ -39,6 +47,8 @@ def commands(spec: Any, settings: Settings) -> tuple[Command, ...]:
     found = [Command(packages_command(spec.gpu)), Command(REBOOT), Command(APT_CONFIG), Command(RKE2_CERTS)]
     if spec.gpu:
         found.append(Command(NVML_FILES))
+    if spec.role == "server":
+        found.append(Command(snapshot_listing()))
     return tuple(found)
 
 
@@ -171,6 +181,26 @@ class Upkeep(Reading):
             if _VERSION.match(version) and version.count(".") >= 1 and version != "1":
                 found[path] = version
         return found
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    name: str
+    size: int
+    taken: datetime.datetime
+
+
+def parse_snapshots(text: str) -> tuple[Snapshot, ...]:
+    """The snapshot files of a `snapshot_listing`, oldest first."""
+    found = []
+    for line in (text or "").splitlines():
+        parts = line.split(" ", 2)
+        try:
+            taken = datetime.datetime.fromtimestamp(float(parts[0]), datetime.timezone.utc)
+            found.append(Snapshot(parts[2].strip(), int(parts[1]), taken))
+        except (ValueError, IndexError):
+            continue
+    return tuple(sorted(found, key=lambda s: s.taken))
 
 
 def module_on_disk(host_driver_output: str) -> str | None:

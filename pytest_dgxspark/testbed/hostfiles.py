@@ -270,6 +270,8 @@ def render(name: str, spec: dict[str, Any], root: Path, *, node_ip: str, prefix:
                       if isinstance(p, str))
     for path, pem in pki.rke2_node_certs(rke2_server, float(spec["rke2_cert_days_left"])).items():
         _write(root, path, pem)
+    if rke2_server:
+        _write_snapshots(root, spec["hostname"], spec["etcd_snapshots"])
     for path, lines in _accounts(spec.get("users") or []).items():  # the machine's accounts plus the node's own
         _write(root, path, Path(path).read_text() + lines)
     for path, content in (spec.get("files") or {}).items():
@@ -321,6 +323,21 @@ def default_packages(spec: dict[str, Any]) -> list[dict[str, str]]:
              {"name": f"nvidia-utils-{branch}", "version": ubuntu},
              {"name": f"linux-image-{spec['kernel']}", "version": f"{kernel_abi}.{kernel_abi.rsplit('-', 1)[1][-2:]}"}]
     return found if driver.get("loaded", True) or driver.get("installed", True) else found[-1:]
+
+
+SNAPSHOT_DIR = "/var/lib/rancher/rke2/server/db/snapshots"
+
+
+def _write_snapshots(root: Path, hostname: str, snapshots: dict[str, Any]) -> None:
+    """RKE2's scheduled etcd snapshots (`etcd-snapshot-<node>-<unix time>`, every 12 hours, newest `age_hours` old),
+    `size` bytes each (0: the empty file a failed save leaves)."""
+    import time
+
+    newest = time.time() - float(snapshots.get("age_hours", 2)) * 3600
+    for index in range(int(snapshots.get("count", 5))):
+        taken = int(newest - index * 12 * 3600)
+        path = _write(root, f"{SNAPSHOT_DIR}/etcd-snapshot-{hostname}-{taken}", b"\0" * int(snapshots.get("size", 16384)))
+        os.utime(path, (taken, taken))
 
 
 def _accounts(users: list[Any]) -> dict[str, str]:

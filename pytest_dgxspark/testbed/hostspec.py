@@ -71,6 +71,8 @@ DEFAULTS: dict[str, Any] = {
     "unreachable": False,
     "sysctl": {},              # kernel parameters `sysctl` answers (others: the machine's own /proc/sys)
     "users": [],               # the node's own system accounts, added to the machine's /etc/passwd and /etc/group
+    # an RKE2 server's scheduled etcd snapshots (every 12 hours): how many, the newest's age, each one's size
+    "etcd_snapshots": {"count": 5, "age_hours": 2, "size": 16384},
     "rke2_cert_days_left": 365,  # RKE2's certificate files: leaves expire in this many days (issued for 365)
     "packages": None,          # what dpkg-query lists ({name, version, want}); null: derived (hostfiles.default_packages)
 }
@@ -131,6 +133,10 @@ def host_spec(spec: dict[str, Any] | None, *, name: str | None = None, role: str
     problems += _fault_problems(merged.get("faults"))
     if not isinstance(merged.get("sysctl"), dict):
         problems.append(f"sysctl must be a mapping of kernel parameters to values, got {merged.get('sysctl')!r}")
+    snaps = merged.get("etcd_snapshots")
+    if not (isinstance(snaps, dict) and set(snaps) <= {"count", "age_hours", "size"}
+            and all(isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for v in snaps.values())):
+        problems.append(f"etcd_snapshots must be {{count, age_hours, size}} numbers >= 0, got {snaps!r}")
     days = merged.get("rke2_cert_days_left")
     if not isinstance(days, (int, float)) or isinstance(days, bool) or not -3650 <= days <= 3650:
         problems.append(f"rke2_cert_days_left must be a number of days (negative: expired), got {days!r}")
