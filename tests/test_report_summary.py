@@ -39,8 +39,8 @@ def _faulty() -> dict:
 def test_the_first_page_holds_verdict_run_ladder_root_causes_forecast_and_sign_off_in_that_order() -> None:
     html = render_summary(_faulty(), "both")
     first = _first_page(html)
-    assert re.findall(r'<section id="([a-z-]+)"', first) == ["verdict", "run", "ladder", "root-causes", "forecast",
-                                                             "signoff"]
+    assert re.findall(r'<section id="([a-z-]+)"', first) == ["verdict", "run", "ladder", "root-causes", "forecast"]
+    assert html.index('<section id="signoff" class="signoff-page">') > html.index('<section id="detail">')
     assert '<span id="verdict-word">REJECTED · 불합격</span>' in first
     assert "SIMULATED" in _section(html, "verdict") and "(healthy)" in _section(html, "verdict")
     assert '<div class="watermark" aria-hidden="true">SIMULATED</div>' in html
@@ -224,6 +224,7 @@ def test_a_full_scope_is_a_whole_run_and_a_partial_one_names_its_unverified_prer
 def test_every_value_is_escaped_and_only_evidence_paths_become_links() -> None:
     results = example_results()
     results["rules"][0]["statement_ko"] = "<img src=x onerror=alert(1)>"
+    results["rules"][0]["title"] = "<img src=x onerror=alert(1)>"  # an English page shows a passed rule's title
     results["rules"][0]["tests"][0]["evidence"] = "javascript:alert(1)"
     results["rules"][1]["tests"][0]["evidence"] = "../../etc/passwd"
     html = render_summary(results, "en")
@@ -299,7 +300,7 @@ def test_a_healthy_sixteen_node_run_prints_on_at_most_eight_a4_pages(tmp_path: P
 
 
 @needs_chromium
-def test_the_printed_first_page_holds_verdict_site_nodes_run_ladder_root_cause_remediation_and_sign_off(
+def test_the_printed_first_page_holds_verdict_site_nodes_run_ladder_root_cause_remediation_and_the_sign_off_last(
     tmp_path: Path,
 ) -> None:
     pdf = _print(tmp_path, _faulty())
@@ -308,8 +309,12 @@ def test_the_printed_first_page_holds_verdict_site_nodes_run_ladder_root_cause_r
     for expected in ("REJECTED · 불합격", "SIMULATED", "tirosh-home", "gpu-01", "20260105T010203Z-0a1b",
                      "2026-01-05 10:02:03 KST", "Layer ladder", "ADR-0002.host-nvml",
                      "NVML could not be initialised", KO_NVML, "Fix the host layer first; do not reinstall RKE2.",
-                     "Sign-off", "Vendor engineer", "Hospital IT", "Security officer"):
+                     "sign-off page at the end"):
         assert expected in flat, expected
+    last = re.sub(r"\s+", " ", pdf_text(pdf, pdf_pages(pdf) - 1, pdf_pages(pdf)))  # the sign-off page(s)
+    for expected in ("Sign-off", "Vendor engineer", "Hospital IT", "Security officer", "accept with waivers",
+                     "What the signature means", "Passed rules: expected and observed", "Identity"):
+        assert expected in last, expected
     assert [layer for layer in LAYERS if layer not in re.sub(r"\s+", "", first)] == []  # names may wrap at '-'
     assert "Traceability matrix" not in flat  # the matrix starts on page 2
 

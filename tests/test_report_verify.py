@@ -280,3 +280,44 @@ def test_the_three_command_check_holds_without_this_project(made: dict[str, Any]
                             "sort | diff - <(cut -c67- MANIFEST.sha256 | sort)", shell=True, executable="/bin/bash",
                             cwd=crash, capture_output=True, text=True, check=False)
     assert listed.returncode == 1 and "< extra.txt" in listed.stdout
+
+
+# Page 1 names the real cause (the same crashloop run), and the PDF's links stay inside the bundle.
+
+def _page(run_dir: Path, first: int, last: int) -> str:
+    return subprocess.run(["pdftotext", "-f", str(first), "-l", str(last), str(run_dir / "summary.pdf"), "-"],
+                          capture_output=True, text=True, check=True).stdout
+
+
+needs_pdf = pytest.mark.skipif(chromium() is None or shutil.which("pdftotext") is None,
+                               reason="chromium or poppler-utils is not installed: no summary.pdf")
+
+
+@needs_pdf
+def test_page_1_of_the_crashloop_names_v0_17_1_the_v0_17_4_floor_and_the_matching_fix_in_ko_and_en(
+        made: dict[str, Any]) -> None:
+    first = " ".join(_page(made["crash_dir"], 1, 1).split())
+    assert "GB10 needs device plugin v0.17.4 or later, the pod runs nvcr.io/nvidia/k8s-device-plugin:v0.17.1" in first
+    assert "Device plugin below the GB10 floor (v0.17.4)" in first and "GB10 하한(v0.17.4)보다 낮은 device plugin" in first
+    assert "Drop the devicePlugin.version override from the GPU Operator HelmChart" in first
+    assert "devicePlugin.version 지정을 지워" in first
+    assert "NVML or the toolkit is missing" not in first  # the rule's generic fix is not what page 1 gives
+    assert "gpu-stack-facts F19" in first
+    # the recorded hardening values are on paper
+    assert "Hardening baseline (recorded, ADR-0001 §6-2)" in first and "secrets-encryption: 미설정 / unset" in first
+
+
+@needs_pdf
+def test_the_pdf_links_into_the_bundle_are_relative_and_the_healthy_summary_has_at_most_4_pages(
+        made: dict[str, Any]) -> None:
+    from pytest_dgxspark.report.pdf import absolute_links
+
+    for run_dir in (made["crash_dir"], made["healthy_dir"]):
+        assert absolute_links(run_dir / "summary.pdf") == []
+    info = subprocess.run(["pdfinfo", str(made["healthy_dir"] / "summary.pdf")], capture_output=True, text=True,
+                          check=True).stdout
+    pages = int(next(line.split()[-1] for line in info.splitlines() if line.startswith("Pages:")))
+    assert 1 < pages <= 4
+    last = _page(made["healthy_dir"], pages, pages)
+    assert "Sign-off" in last and "accept with waivers" in last and "What the signature means" in last
+    assert "Passed rules: expected and observed" in last and "ADR-0001.node-ready" in last

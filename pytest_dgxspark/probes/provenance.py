@@ -12,7 +12,12 @@ from pytest_dgxspark.probes.system import PROVENANCE_TIMEOUT_S as SMI_TIMEOUT_S
 
 # Host facts: the probes' own command strings, so the gathering step has already answered them (gather.py).
 
-HOST_FACTS = (OS_RELEASE, DGX_RELEASE, KERNEL, ARCH, DRIVER_VERSION_FILE)
+# The machine's identity from its firmware tables (DMI/SMBIOS; product_serial is readable by root only): one line
+# `<name>=<value>` per file, empty when the file is missing or unreadable.
+DMI_FILES = ("sys_vendor", "product_name", "product_serial", "bios_version", "bios_date")
+MACHINE = ("for f in " + " ".join(DMI_FILES) + "; do printf '%s=' \"$f\"; "
+           "cat /sys/class/dmi/id/\"$f\" 2>/dev/null || echo; done")
+HOST_FACTS = (OS_RELEASE, DGX_RELEASE, KERNEL, ARCH, DRIVER_VERSION_FILE, MACHINE)
 CLUSTER_KINDS = ("nodes", "namespaces", "daemonsets", "deployments", "helmcharts")
 
 _CUDA = re.compile(r"CUDA (?:UMD )?Version:\s*([0-9.]+)")  # R610+ prints "CUDA UMD Version" (captures/b200-nvidia-smi.txt)
@@ -47,6 +52,16 @@ def _stdout(target: Any, cmd: str) -> str | None:
     return result.stdout
 
 
+def parse_machine(text: str) -> dict[str, str | None]:
+    """DMI_FILES -> value (None when empty) from MACHINE's output."""
+    found: dict[str, str | None] = {name: None for name in DMI_FILES}
+    for line in text.splitlines():
+        name, sep, value = line.partition("=")
+        if sep and name in found:
+            found[name] = value.strip() or None
+    return found
+
+
 def host_facts(target: Any) -> dict[str, Any]:
     """What the run learned about one host (None for what it never fetched)."""
     os_release = parse_os_release(_stdout(target, OS_RELEASE) or "")
@@ -63,6 +78,7 @@ def host_facts(target: Any) -> dict[str, Any]:
         "nvidia_driver": driver.version if driver else None,
         "nvidia_driver_flavour": driver.flavour if driver else None,
         "cuda_version": cuda.group(1) if cuda else None,
+        **parse_machine(_stdout(target, MACHINE) or ""),
     }
 
 
@@ -92,6 +108,7 @@ def cluster_facts(cluster: Any) -> dict[str, Any]:
         info = (node.get("status") or {}).get("nodeInfo") or {}
         labels = node["metadata"].get("labels") or {}
         per_node[node["metadata"]["name"]] = {
+            "uid": node["metadata"].get("uid"),
             "os_image": info.get("osImage"),
             "kernel": info.get("kernelVersion"),
             "arch": info.get("architecture"),

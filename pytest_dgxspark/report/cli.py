@@ -75,7 +75,7 @@ def summary(directory: Path, lang: str | None, output: Path | None) -> int:
             target = write_summary(directory, lang)
         else:
             results = json.loads((directory / "results.json").read_text(encoding="utf-8"))
-            write_atomic(output, render_summary(results, lang or results.get("run", {}).get("lang") or "both"))
+            write_atomic(output, render_summary(results, lang or results.get("run", {}).get("lang") or "both", directory))
             target = output
     except (SummaryError, OSError, ValueError) as exc:
         print(f"FAILED: {exc}", file=sys.stderr)
@@ -88,7 +88,7 @@ def _summary_of_sealed(directory: Path, lang: str | None) -> int:
     results = json.loads((directory / "results.json").read_text(encoding="utf-8"))
     chosen = lang or results.get("run", {}).get("lang") or "both"
     current = directory / "summary.html"
-    if current.is_file() and current.read_text(encoding="utf-8") == render_summary(results, chosen):
+    if current.is_file() and current.read_text(encoding="utf-8") == render_summary(results, chosen, directory):
         print(f"{current} is already this rendering (lang {chosen}); the bundle is unchanged")
         return OK
     print(f"FAILED: {directory} is a sealed bundle ({MANIFEST}): a summary.html in lang {chosen} would no longer "

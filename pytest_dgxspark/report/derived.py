@@ -126,6 +126,12 @@ def summary_pdf(run_dir: Path, results: dict[str, Any]) -> list[str]:
     if said is None or said.group(1) != results.get("verdict"):
         problems.append(f"{path}: page 1 says {said.group(1) if said else 'no verdict'}, results.json says "
                         f"{results.get('verdict')}")
+    from pytest_dgxspark.report.pdf import absolute_links
+
+    absolute = absolute_links(path)
+    if absolute:
+        problems.append(f"{path}: {len(absolute)} link(s) are absolute file:// paths, not relative to the bundle "
+                        f"(first: {absolute[0]})")
     if str(run.get("id")) not in first:
         problems.append(f"{path}: page 1 does not name run {run.get('id')}")
     if ("SIMULATED" in text) != bool(run.get("simulated")):

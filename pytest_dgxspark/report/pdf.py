@@ -42,6 +42,29 @@ def command(binary: str, profile: Path, source: Path, target: Path) -> list[str]
     ]
 
 
+def relative_links(pdf: Path, folder: Path) -> int:
+    """Make the PDF's links into the bundle relative (Chromium writes every link as an absolute file:// URI of the
+    machine that printed it, which breaks once the bundle is copied): `/URI (file:///.../run/evidence/x.json)` becomes
+    `/URI (./././evidence/x.json)`, padded with `./` to the same length so the PDF's cross-reference offsets hold.
+    Returns how many links were rewritten."""
+    data = pdf.read_bytes()
+    prefix = b"/URI (" + (folder.as_uri().rstrip("/") + "/").encode()
+    count = data.count(prefix)
+    if not count:
+        return 0
+    width = len(prefix) - len(b"/URI (")
+    pad = b"./" * (width // 2) + (b"/" if width % 2 else b"")  # ".//" collapses like "./" in a relative path
+    pdf.write_bytes(data.replace(prefix, b"/URI (" + pad))
+    return count
+
+
+def absolute_links(pdf: Path) -> list[str]:
+    """The file:// URIs a PDF still links to (none in a bundle's summary.pdf)."""
+    import re
+
+    return sorted({m.decode("latin-1") for m in re.findall(rb"/URI \((file:[^)]*)\)", pdf.read_bytes())})
+
+
 def print_pdf(source: Path, target: Path, timeout: float = TIMEOUT_S,
               stop: Callable[[], bool] | None = None) -> Path:
     """Print the HTML file source to target (A4, as its @page says); PdfError when Chromium is missing or fails.
@@ -72,6 +95,7 @@ def print_pdf(source: Path, target: Path, timeout: float = TIMEOUT_S,
         if not whole_pdf(partial):
             raise PdfError(f"{binary} printed {source} only in part ({partial.stat().st_size} bytes, no %%EOF "
                            "trailer): a full disk? summary.pdf was not kept")
+        relative_links(partial, source.resolve().parent)
         _sync(partial)
         partial.replace(target)
         _sync(target.parent)

@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo
 import jinja2
 from markupsafe import Markup
 
-from pytest_dgxspark.report import facts, matrix, messages
+from pytest_dgxspark.report import facts, knowncauses, matrix, messages
 from pytest_dgxspark.report.matrix import LAYERS
 from pytest_dgxspark.report.results import write_atomic
 
@@ -84,6 +84,67 @@ def _not_passed(rules: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"status": status, "css": matrix.css_status(status), "ids": ids} for status, ids in groups.items()]
 
 
+# Facts the identity block shows (machine, firmware, node uid), kept out of the node table.
+_IDENTITY_KEYS = frozenset({"sys_vendor", "product_name", "product_serial", "bios_version", "bios_date", "uid"})
+HARDENING_RULE = "ADR-0001.hardening-baseline"
+HARDENING_LABEL = "hardening baseline"
+# The hardening options page 1 names for each node (in this order), as the recorded rule's evidence has them.
+HARDENING_KEYS = ("profile", "secrets-encryption", "audit-policy-file", "pod-security-admission-config-file",
+                  "protect-kernel-defaults", "selinux")
+
+
+def _hardening(results: dict[str, Any], run_dir: Path | None) -> list[dict[str, Any]]:
+    """Per test of the recorded hardening rule: its node and the hardening values its evidence recorded (None: not
+    set), read from the bundle's evidence file; [] without a bundle directory or evidence."""
+    rule = next((r for r in results.get("rules") or [] if isinstance(r, dict) and r.get("id") == HARDENING_RULE), None)
+    if rule is None or run_dir is None:
+        return []
+    found = []
+    for test in rule.get("tests") or []:
+        href = matrix.evidence_href(test.get("evidence"))
+        try:
+            doc = json.loads((run_dir / href).read_text(encoding="utf-8")) if href else {}
+        except (OSError, ValueError):
+            continue
+        values = next((i.get("value") for i in doc.get("items") or [] if isinstance(i, dict)
+                       and i.get("label") == HARDENING_LABEL and isinstance(i.get("value"), dict)), None)
+        if values is None:
+            continue
+        node = str(test.get("nodeid", "")).rpartition("[")[2].rstrip("]") or "—"
+        found.append({"node": node, "href": href,
+                      "values": [{"key": k, "value": values.get(k)} for k in HARDENING_KEYS if k in values]})
+    return found
+
+
+def _identity(results: dict[str, Any], scopes: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The identity block: each machine (product, serial, firmware, OS, kernel) and the suite, catalog and site."""
+    provenance = results.get("provenance") or {}
+    hosts = provenance.get("hosts") if isinstance(provenance.get("hosts"), dict) else {}
+    machines = []
+    for name in sorted(hosts) or sorted(n for n in scopes if n != facts.CLUSTER):
+        host = {**scopes.get(name, {}), **(hosts.get(name) or {})}
+        product = " ".join(str(host[k]) for k in ("sys_vendor", "product_name") if host.get(k)) or None
+        firmware = " ".join(str(host[k]) for k in ("bios_version", "bios_date") if host.get(k)) or None
+        os_text = " · ".join(str(host[k]) for k in ("os", "dgx_os") if host.get(k)) or host.get("os_image")
+        machines.append({"name": name, "product": product, "serial": host.get("product_serial"),
+                         "firmware": firmware, "os": os_text, "kernel": host.get("kernel")})
+    ident = results.get("identity") if isinstance(results.get("identity"), dict) else {}
+    return {"machines": machines, "suite_version": ident.get("suite_version"), "suite_commit": ident.get("suite_commit"),
+            "catalog": ident.get("catalog_sha256"), "site_commit": ident.get("site_commit")}
+
+
+def _incomplete_why(results: dict[str, Any]) -> dict[str, Any] | None:
+    """Why an INCOMPLETE run names no lowest broken layer: the rules that could not be judged, by status."""
+    if results.get("verdict") != "INCOMPLETE" or results.get("lowest_broken_layer"):
+        return None
+    groups: dict[str, list[str]] = {}
+    for rule in results.get("rules") or []:
+        if isinstance(rule, dict) and rule.get("status") in ("error", "blocked", "untested"):
+            groups.setdefault(str(rule["status"]), []).append(str(rule.get("id")))
+    return {"groups": groups, "simulated_handover": bool((results.get("run") or {}).get("simulated")
+                                                           and (results.get("run") or {}).get("handover"))}
+
+
 # Spellings of one fact by the host and by the API: the second column is dropped when it says the same.
 _SYNONYMS = (("os", "os_image"), ("driver", "nvidia_driver"), ("cuda", "cuda_version"))
 
@@ -94,16 +155,28 @@ def _node_table(scopes: dict[str, dict[str, Any]], lang: str) -> dict[str, Any]:
     With two nodes or more, a fact every node reports with the same value is shown once above the table
     (`common`), so what differs between nodes stands out.
     """
-    nodes = {name: values for name, values in sorted(scopes.items()) if name != facts.CLUSTER}
+    nodes = {name: {k: v for k, v in values.items() if k not in _IDENTITY_KEYS}
+             for name, values in sorted(scopes.items()) if name != facts.CLUSTER}
     keys = [k for k, _ in facts.ordered_items({k: 1 for values in nodes.values() for k in values})]
     for first, second in _SYNONYMS:
         if first in keys and second in keys and all(v.get(first) == v.get(second) for v in nodes.values()):
             keys.remove(second)
-    common = [k for k in keys if len(nodes) > 1 and len({_scalar(v.get(k)) for v in nodes.values()}) == 1]
+    # A fact the host and the API spell differently and report differently on some node is never "the same on every
+    # node": both columns stay, and the nodes where they disagree are named.
+    conflicts = [{"first": _label(first, lang), "second": _label(second, lang),
+                  "nodes": [n for n, v in nodes.items() if v.get(first) is not None and v.get(second) is not None
+                            and _scalar(v.get(first)) != _scalar(v.get(second))]}
+                 for first, second in _SYNONYMS if first in keys and second in keys]
+    conflicts = [c for c in conflicts if c["nodes"]]
+    split = {k for first, second in _SYNONYMS for k in (first, second)
+             if any(c["first"] == _label(first, lang) for c in conflicts)}
+    common = [k for k in keys if len(nodes) > 1 and k not in split
+              and len({_scalar(v.get(k)) for v in nodes.values()}) == 1]
     columns = [k for k in keys if k not in common]
     first = next(iter(nodes.values()), {})
     return {
         "common": [{"key": k, "label": _label(k, lang), "value": _scalar(first.get(k))} for k in common],
+        "conflicts": conflicts,
         "columns": [{"key": k, "label": _label(k, lang)} for k in columns],
         "rows": [{"name": name, "cells": [_scalar(values.get(k)) for k in columns]} for name, values in nodes.items()],
     }
@@ -153,14 +226,15 @@ def _forecast(results: dict[str, Any]) -> dict[str, Any]:
             "checked": ", ".join(f"{rid}: {outcome}" for rid, outcome in sorted(checked.items())) or "-"}
 
 
-def view(results: dict[str, Any], lang: str) -> dict[str, Any]:
-    """The values the template shows, derived from results.json (no I/O)."""
+def view(results: dict[str, Any], lang: str, run_dir: Path | None = None) -> dict[str, Any]:
+    """The values the template shows, derived from results.json (and, with run_dir, the recorded hardening evidence)."""
     if lang not in messages.LANGS:
         raise SummaryError(f"language must be one of {', '.join(messages.LANGS)}, got {lang!r}")
     missing = [key for key in ("run", "verdict", "rules") if key not in results]
     if missing:
         raise SummaryError(f"results.json lacks {', '.join(missing)}; the summary needs run, verdict and rules")
     run = results["run"] or {}
+    by_id = {r.get("id"): r for r in results["rules"] if isinstance(r, dict)}
     scopes = facts.scopes(results.get("provenance"))
     cluster = scopes[facts.CLUSTER]
     node_table = _node_table(scopes, lang)
@@ -174,8 +248,12 @@ def view(results: dict[str, Any], lang: str) -> dict[str, Any]:
         "started": _times(run.get("started")),
         "finished": _times(run.get("finished")),
         "counts": results.get("counts") or {},
-        "root_causes": matrix.root_causes(results),
-        "not_judged": matrix.not_judged(results),
+        "root_causes": [knowncauses.annotate(cause, by_id.get(cause["id"], {})) for cause in matrix.root_causes(results)],
+        "not_judged": [{**item, "observed_text": knowncauses.excerpt(item.get("observed") or "", "")}
+                       for item in matrix.not_judged(results)],
+        "incomplete_why": _incomplete_why(results),
+        "hardening": _hardening(results, run_dir),
+        "identity": _identity(results, scopes),
         "lowest": results.get("lowest_broken_layer"),
         "layers": _layer_rows(results),
         "not_passed": _not_passed(results["rules"]),
@@ -218,9 +296,10 @@ def _environment() -> jinja2.Environment:
     return env
 
 
-def render_summary(results: dict[str, Any], lang: str = "both") -> str:
-    """summary.html for results in lang (ko, en or both); deterministic for the same input."""
-    context = view(results, lang)
+def render_summary(results: dict[str, Any], lang: str = "both", run_dir: Path | None = None) -> str:
+    """summary.html for results in lang (ko, en or both); deterministic for the same input (results and, with run_dir,
+    the bundle's hardening evidence)."""
+    context = view(results, lang, run_dir)
     env = _environment()
     env.globals["t"] = lambda key: messages.markup(key, lang)
     env.globals["tx"] = lambda key: messages.text(key, lang)
@@ -245,5 +324,5 @@ def write_summary(run_dir: Path, lang: str | None = None) -> Path:
         raise SummaryError(f"{source}: not JSON (line {exc.lineno}: {exc.msg})") from exc
     chosen = lang or (results.get("run") or {}).get("lang") or "both"
     target = run_dir / "summary.html"
-    write_atomic(target, render_summary(results, chosen))
+    write_atomic(target, render_summary(results, chosen, run_dir))
     return target
