@@ -399,5 +399,7 @@ def test_a_faulty_run_with_three_forecasts_keeps_page_one_and_prints_on_at_most_
     pdf = _print(tmp_path, results)
     assert pdf_pages(pdf) <= 4
     first = re.sub(r"\s+", " ", pdf_text(pdf, 1))
-    for expected in ("Forecast: what will break next", "SPARK.unattended-upgrades-unheld", "Sign-off", "Security officer"):
+    for expected in ("Forecast: what will break next", "SPARK.unattended-upgrades-unheld", "sign-off page at the end"):
         assert expected in first, expected
+    last = re.sub(r"\s+", " ", pdf_text(pdf, pdf_pages(pdf) - 1, pdf_pages(pdf)))  # the sign-off page, its own
+    assert "Sign-off" in last and "Security officer" in last
