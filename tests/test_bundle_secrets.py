@@ -15,6 +15,9 @@ import pytest
 
 from tests.conftest import REPO
 
+# slow: the suite against a testbed with planted secrets (make test only; make test-fast deselects it)
+pytestmark = pytest.mark.slow
+
 SCENARIO = REPO / "tests" / "scenarios" / "secrets-planted"
 # Every value planted in the scenario, its site, the CI environment and --metadata (where: value), at least 50 in
 # every place issue 20 names: the site's and the live HelmChart (repo userinfo and ?access_token=, set, annotations,

@@ -44,6 +44,7 @@ def full_disk(pytester, suite):
     return run
 
 
+@pytest.mark.slow
 def test_results_json_is_written_before_junit_and_report_html_with_private_modes(pytester, suite):
     suite("host", PASSING)
     pytester.runpytest(*SITE_ARGS)
@@ -56,6 +57,7 @@ def test_results_json_is_written_before_junit_and_report_html_with_private_modes
     assert not list((pytester.path / "out").glob(".latest-*")) and not list(run.glob(".results.json.tmp*"))
 
 
+@pytest.mark.slow
 def test_latest_is_replaced_by_each_run(pytester, suite):
     suite("host", PASSING)
     pytester.runpytest(*SITE_ARGS)
@@ -66,6 +68,7 @@ def test_latest_is_replaced_by_each_run(pytester, suite):
     assert json.loads((second / "results.json").read_text())["run"]["id"] == second.name
 
 
+@pytest.mark.slow
 def test_a_full_disk_while_writing_evidence_keeps_results_json_and_says_what_was_kept(pytester, full_disk):
     result = full_disk("evidence")
     result.stdout.fnmatch_lines([
@@ -87,6 +90,7 @@ def test_a_full_disk_for_results_json_names_it_and_still_prints_the_verdict(full
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
 
 
+@pytest.mark.slow
 def test_a_full_disk_for_junit_xml_is_named_with_what_was_kept(pytester, suite):
     suite("host", PASSING)
     pytester.makeconftest(
@@ -99,6 +103,7 @@ def test_a_full_disk_for_junit_xml_is_named_with_what_was_kept(pytester, suite):
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
 
 
+@pytest.mark.slow
 def test_a_secret_that_reaches_a_bundle_file_removes_it_and_makes_the_run_incomplete(pytester, suite):
     inventory = pytester.path / "sites" / "tirosh-home" / "inventory.yml"
     suite("host", "@pytest.mark.rule('ADR-0002.host-driver')\ndef test_driver(pytestconfig):\n"
@@ -146,6 +151,7 @@ def _in_mount_namespace(tmp_path, mount: str, *pytest_args: str):
                           timeout=120, check=False)
 
 
+@pytest.mark.slow
 def test_a_real_full_disk_names_the_partial_report_and_keeps_results_json(tmp_path):
     proc = _in_mount_namespace(tmp_path, "size=120k")
     assert "dgxspark: BUNDLE INCOMPLETE ON DISK: report.html (partial, removed): not written (No space left on " \
@@ -154,6 +160,7 @@ def test_a_real_full_disk_names_the_partial_report_and_keeps_results_json(tmp_pa
     assert "Traceback" not in proc.stdout + proc.stderr and "INTERNALERROR" not in proc.stdout
 
 
+@pytest.mark.slow
 def test_a_read_only_report_dir_is_a_usage_error_before_any_target(tmp_path):
     proc = _in_mount_namespace(tmp_path, "ro,size=64k")
     assert proc.returncode == 4
@@ -181,6 +188,7 @@ print(json.dumps({"problems": outcome.problems,
 """
 
 
+@pytest.mark.slow
 def test_a_full_disk_while_finishing_the_bundle_leaves_no_empty_or_partial_file(tmp_path):
     """A real tmpfs filled to the last page: summary, CTRF, attestation and manifest each fail, and leave nothing."""
     import subprocess

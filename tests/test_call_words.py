@@ -24,6 +24,7 @@ def test_a_client_call_is_said_in_plain_words(name, args, words):
     assert call_words(name, args) == words
 
 
+@pytest.mark.slow
 def test_a_call_to_a_dead_api_says_what_it_tried_in_plain_words(tmp_path):
     cluster = Cluster(write_kubeconfig(tmp_path / "dead", f"http://127.0.0.1:{free_port()}", "t", context="x"), "x")
     with pytest.raises(ClusterUnreachable) as info:

@@ -17,9 +17,10 @@ from tests.test_e2e import result_of, run_selected, selected
 
 CONTAINERD_CONFIG = "/var/lib/rancher/rke2/agent/etc/containerd/config.toml"
 
-pytestmark = pytest.mark.skipif(
+# slow: the suite against a testbed per finding (make test only; make test-fast deselects it)
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(
     not Path("/usr/sbin/sshd").exists(), reason="the testbed needs openssh-server (make test installs it)"
-)
+)]
 
 
 def scenario(tmp_path: Path, spec: dict[str, Any], root_files: dict[str, str] | None = None) -> str:

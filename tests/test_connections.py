@@ -20,6 +20,7 @@ from tests.loopback import JsonHandler, free_port, host_target, write_kubeconfig
 pytestmark = pytest.mark.skipif(shutil.which("ssh") is None or not Path("/usr/sbin/sshd").exists(), reason="needs OpenSSH")
 
 
+@pytest.mark.slow
 def test_one_ssh_connection_serves_every_command(sshd: dict[str, Any], tmp_path: Path) -> None:
     target = host_target(sshd, tmp_path)
     try:
@@ -33,6 +34,7 @@ def test_one_ssh_connection_serves_every_command(sshd: dict[str, Any], tmp_path:
     assert accepted == 1
 
 
+@pytest.mark.slow
 def test_hung_command_is_killed_on_the_target_after_its_timeout(sshd: dict[str, Any], tmp_path: Path) -> None:
     target = host_target(sshd, tmp_path)
     try:
@@ -107,6 +109,7 @@ def test_each_kind_is_listed_once_per_run(api: tuple[Path, type[_Api]]) -> None:
     assert handler.auth == "Bearer t0ken"
 
 
+@pytest.mark.slow
 def test_transient_server_errors_are_retried(api: tuple[Path, type[_Api]]) -> None:
     kubeconfig, handler = api
     handler.fail_next = 2
@@ -139,6 +142,7 @@ def test_unknown_context_is_a_clear_error(api: tuple[Path, type[_Api]]) -> None:
     assert info.value.target == "api:nope"
 
 
+@pytest.mark.slow
 def test_client_calls_retry_transient_errors_and_pass_others_through(api: tuple[Path, type[_Api]]) -> None:
     from kubernetes import client
     from kubernetes.client.exceptions import ApiException

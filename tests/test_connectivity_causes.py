@@ -59,6 +59,7 @@ def test_refused_credentials_are_their_own_cause(sshd, tmp_path):
     assert "Permission denied (publickey" in str(info.value)
 
 
+@pytest.mark.slow
 @needs_openssh
 def test_exit_255_never_reaches_a_check_as_a_command_result(sshd, tmp_path):
     target = host_target(sshd, tmp_path)
@@ -74,6 +75,7 @@ def test_exit_255_never_reaches_a_check_as_a_command_result(sshd, tmp_path):
         target.close()
 
 
+@pytest.mark.slow
 @needs_openssh
 def test_sudo_asking_for_a_password_is_a_target_fault_not_output(sshd, tmp_path):
     fake = tmp_path / "bin"

@@ -12,7 +12,8 @@ import pytest
 from tests.conftest import REPO
 from tests.loopback import free_port, write_kubeconfig
 
-pytestmark = pytest.mark.skipif(not Path("/usr/sbin/sshd").exists(), reason="needs OpenSSH")
+# slow: the suite against unreachable testbeds (make test only; make test-fast deselects it)
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not Path("/usr/sbin/sshd").exists(), reason="needs OpenSSH")]
 EXIT_INCOMPLETE = 8
 
 

@@ -160,6 +160,7 @@ def _cuda_status(report_dir: Path) -> tuple[str, list]:
     return rule["status"], rule["leftovers"]
 
 
+@pytest.mark.slow
 def test_two_runs_at_once_against_one_testbed_both_pass_the_cuda_sample_and_a_killed_runs_namespace_goes(tmp_path):
     from kubernetes import client, config
 
@@ -199,6 +200,7 @@ def test_two_runs_at_once_against_one_testbed_both_pass_the_cuda_sample_and_a_ki
     assert len(created) == 3 and deleted and sorted(created)[2] < deleted[0] < pods[1]["time"]
 
 
+@pytest.mark.slow
 def test_when_the_api_dies_after_the_pod_is_created_the_run_is_incomplete_and_names_its_own_leftover(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "suites", "-m", "workload", "--testbed",

@@ -15,9 +15,10 @@ import pytest
 
 from tests.conftest import REPO
 
-pytestmark = pytest.mark.skipif(
+# slow: the suite against every bundled scenario's testbed (make test only; make test-fast deselects it)
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(
     not Path("/usr/sbin/sshd").exists(), reason="the testbed needs openssh-server (make test installs it)"
-)
+)]
 
 
 # Suite runs at once: each is a subprocess with its own testbed (own address slot, own TMPDIR) that mostly waits on

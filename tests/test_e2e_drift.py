@@ -15,9 +15,10 @@ import yaml
 from tests.conftest import REPO
 from tests.test_e2e import assert_torn_down, run_suite
 
-pytestmark = pytest.mark.skipif(
+# slow: the suite against a testbed and a changed site (make test only; make test-fast deselects it)
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(
     not Path("/usr/sbin/sshd").exists(), reason="the testbed needs openssh-server (make test installs it)"
-)
+)]
 
 
 def site_copy(tmp_path: Path) -> Path:

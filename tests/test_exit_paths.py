@@ -16,6 +16,9 @@ import pytest
 
 from tests.pytester_args import SITE_ARGS
 
+# slow: runs signalled, cut by deadlines and full disks, Chromium interrupted (make test only; make test-fast deselects it)
+pytestmark = pytest.mark.slow
+
 # A check that says it started (a file), then waits long enough to be interrupted.
 SLOW = ("import pathlib, time\n"
         "@pytest.mark.rule('ADR-0001.site-layout')\ndef test_a_first(site):\n    assert site.name\n\n"

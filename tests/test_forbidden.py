@@ -14,6 +14,9 @@ from pytest_dgxspark.testbed.faults import Faults, FaultSpecError
 from pytest_dgxspark.testbed.requestinfo import RequestInfo, forbidden_body, request_info
 from tests.conftest import REPO
 
+# slow: the suite against RBAC-limited testbeds (make test only; make test-fast deselects it)
+pytestmark = pytest.mark.slow
+
 EXIT_INCOMPLETE = 8
 SUITE_USER = "system:serviceaccount:kube-system:dgxspark-suite"
 

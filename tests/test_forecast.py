@@ -54,6 +54,7 @@ def test_an_adr_file_holding_a_spark_id_or_a_forecast_is_refused(tmp_path) -> No
            "and only those" in str(raised.value)
 
 
+@pytest.mark.slow
 def test_an_advised_forecast_is_reported_apart_and_never_changes_the_verdict(pytester, suite) -> None:
     suite("all", _all_rules_source({"ADR-0002.image-mirror": "not_applicable('not air-gapped')"}))
     suite("host", ADVISING, name="test_forecast.py")
@@ -74,6 +75,7 @@ def test_an_advised_forecast_is_reported_apart_and_never_changes_the_verdict(pyt
         pytester.runpytest(*SITE_ARGS, "-v").outlines)
 
 
+@pytest.mark.slow
 def test_forecast_enforce_rejects_a_run_the_forecast_advises_on(pytester, suite) -> None:
     suite("all", _all_rules_source({"ADR-0002.image-mirror": "not_applicable('not air-gapped')"}))
     suite("host", ADVISING, name="test_forecast.py")

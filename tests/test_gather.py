@@ -25,6 +25,7 @@ def local_target(name: str = "gpu-01") -> HostTarget:
     return HostTarget(spec, tempfile.mkdtemp(prefix="dgxs-g-"), 0).connect()
 
 
+@pytest.mark.slow
 def test_one_round_answers_each_command_with_its_own_exit_status_and_streams() -> None:
     target = local_target()
     commands = [Command("echo out; echo err >&2; exit 3"), Command("printf 'caf\\303\\251\\n'"), Command("cat /nonexistent")]
@@ -33,6 +34,7 @@ def test_one_round_answers_each_command_with_its_own_exit_status_and_streams() -
         (3, "out\n", "err\n"), (0, "café\n", ""), (1, "", "cat: /nonexistent: No such file or directory\n")]
 
 
+@pytest.mark.slow
 def test_a_command_past_its_own_limit_is_killed_on_the_host_and_the_others_still_answer() -> None:
     target = local_target()
     answers = gather._round(target, [Command("sleep 30", 1), Command("echo fine")], gather.Gathered(target.name))
@@ -50,6 +52,7 @@ def test_the_checks_read_the_gathered_answer_and_run_anything_else_live(tmp_path
     assert target.run("echo live").stdout == "live\n"
 
 
+@pytest.mark.slow
 def test_a_gathered_timeout_is_not_served_to_a_check_that_allows_longer() -> None:
     target = local_target()
     gather._round(target, [Command("sleep 2; echo late", 1)], gather.Gathered(target.name))
@@ -57,6 +60,7 @@ def test_a_gathered_timeout_is_not_served_to_a_check_that_allows_longer() -> Non
     assert target.run("sleep 2; echo late", timeout=10).stdout == "late\n"  # a longer one: run live
 
 
+@pytest.mark.slow
 def test_a_gathered_answer_slower_than_the_checks_limit_is_not_served() -> None:
     target = local_target()
     gather._round(target, [Command("sleep 1.5; echo slow", 10)], gather.Gathered(target.name))
@@ -127,6 +131,7 @@ def test_the_batch_limit_is_the_slowest_commands_plus_the_kill_grace() -> None:
     assert gather.batch_timeout([]) == probes.COMMAND_TIMEOUT_S + 10
 
 
+@pytest.mark.slow
 def test_a_command_past_its_limit_is_ended_with_its_whole_process_group() -> None:
     target = local_target()
     marker = f"dgxs-gather-{time.monotonic_ns()}"
@@ -137,6 +142,7 @@ def test_a_command_past_its_limit_is_ended_with_its_whole_process_group() -> Non
     assert subprocess.run(["pgrep", "-f", marker], capture_output=True).returncode == 1  # the child went too
 
 
+@pytest.mark.slow
 def test_a_command_that_ignores_term_is_killed_after_the_grace_and_exits_137() -> None:
     target = local_target()
     program = gather.gatherer(grace_s=1)
@@ -147,6 +153,7 @@ def test_a_command_that_ignores_term_is_killed_after_the_grace_and_exits_137() -
     assert [a[0] for a in answers] == [137, 0] and time.monotonic() - started < 5
 
 
+@pytest.mark.slow
 def test_a_host_gathers_only_the_commands_of_the_wanted_probes() -> None:
     target = local_target()
     gathered = gather.gather_host(target, Settings(), {"network"})

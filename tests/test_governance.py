@@ -26,6 +26,7 @@ def _results(pytester) -> dict:
     return json.loads((pytester.path / "out" / "latest" / "results.json").read_text())
 
 
+@pytest.mark.slow
 def test_a_waived_failure_shows_on_the_terminal_with_approver_and_expiry_and_the_verdict_says_so(pytester, suite):
     suite("all", _all_rules(HUBBLE))
     grant_waiver(pytester.path / "sites" / "tirosh-home", "ADR-0001.cilium-settings", expires="2999-01-31")
@@ -40,6 +41,7 @@ def test_a_waived_failure_shows_on_the_terminal_with_approver_and_expiry_and_the
     assert waiver["state"] == "applied" and waiver["site_digest"].startswith("sha256:")
 
 
+@pytest.mark.slow
 def test_a_waiver_on_a_passing_rule_is_reported_unused_never_as_in_force(pytester, suite):
     suite("all", _all_rules({"ADR-0002.image-mirror": "not_applicable('x')"}))
     grant_waiver(pytester.path / "sites" / "tirosh-home", "ADR-0001.cilium-settings")
@@ -52,6 +54,7 @@ def test_a_waiver_on_a_passing_rule_is_reported_unused_never_as_in_force(pyteste
     assert {r["id"]: r["status"] for r in doc["rules"]}["ADR-0001.cilium-settings"] == "passed"
 
 
+@pytest.mark.slow
 def test_a_waiver_granted_against_another_site_digest_does_not_apply(pytester, suite):
     suite("all", _all_rules(HUBBLE))
     site = pytester.path / "sites" / "tirosh-home"
@@ -67,6 +70,7 @@ def test_a_waiver_granted_against_another_site_digest_does_not_apply(pytester, s
     assert any("was granted against site digest sha256:" in r for r in doc["verdict_reasons"])
 
 
+@pytest.mark.slow
 def test_a_waived_lower_rule_says_why_the_rules_it_blocks_leave_the_run_incomplete(pytester, suite):
     suite("all", _all_rules({"ADR-0002.host-driver": "assert False, 'no module'",
                              "ADR-0002.image-mirror": "not_applicable('x')"}))

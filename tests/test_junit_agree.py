@@ -41,6 +41,7 @@ def junit_cases(path) -> dict[str, tuple[str | None, str | None, str | None]]:
     return found
 
 
+@pytest.mark.slow
 def test_junit_elements_follow_the_results_json_status_of_every_test(pytester, suite):
     suite("all", SUITE)
     pytester.runpytest(*SITE_ARGS)
@@ -69,6 +70,7 @@ def test_junit_elements_follow_the_results_json_status_of_every_test(pytester, s
 SCHEMA = Path(__file__).parent / "data" / "junit-jenkins.xsd"
 
 
+@pytest.mark.slow
 def test_the_bundles_junit_xml_validates_against_the_common_junit_schema_and_says_each_status(pytester, suite):
     lxml = pytest.importorskip("lxml.etree")
     suite("all", SUITE)
@@ -87,6 +89,7 @@ def test_the_bundles_junit_xml_validates_against_the_common_junit_schema_and_say
     assert not schema.validate(lxml.parse(str(run / "junit.xml")))
 
 
+@pytest.mark.slow
 def test_a_junit_file_that_disagrees_with_results_json_is_named_by_test(pytester, suite):
     suite("all", SUITE)
     pytester.runpytest(*SITE_ARGS)
@@ -100,6 +103,7 @@ def test_a_junit_file_that_disagrees_with_results_json_is_named_by_test(pytester
                for p in found), found
 
 
+@pytest.mark.slow
 def test_a_junit_file_that_cannot_be_rewritten_is_kept_and_the_run_says_so(pytester, suite, monkeypatch):
     suite("all", SUITE)
     import errno

@@ -53,6 +53,7 @@ def test_a_local_host_still_needs_its_address_for_the_checks(tmp_path):
         "it is not used to connect, but the checks compare it with the Node's InternalIP)")
 
 
+@pytest.mark.slow
 def test_the_host_layer_runs_against_this_machine_through_the_local_backend(tmp_path):
     inventory = tmp_path / "inv.yml"
     inventory.write_text(LOCAL_INVENTORY.format(address="127.0.0.1"))

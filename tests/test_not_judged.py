@@ -37,6 +37,7 @@ def junit_statuses(pytester: pytest.Pytester) -> dict[str, tuple[str | None, str
     return found
 
 
+@pytest.mark.slow
 def test_a_required_rule_the_run_cannot_verify_is_an_error_everywhere_with_its_own_fix_and_no_root_cause(pytester, suite):
     suite("all", NOT_VERIFIABLE)
     result = pytester.runpytest(*SITE_ARGS)
@@ -80,6 +81,7 @@ def test_a_required_rule_the_run_cannot_verify_is_an_error_everywhere_with_its_o
     assert junit["test_driver"] == ("passed", None)
 
 
+@pytest.mark.slow
 def test_the_summary_lists_what_was_not_judged_apart_from_the_root_causes(pytester, suite):
     suite("all", NOT_VERIFIABLE)
     pytester.runpytest(*SITE_ARGS)

@@ -153,6 +153,7 @@ def _baseline(pytester: pytest.Pytester, **changes: object) -> Path:
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
@@ -213,6 +214,7 @@ SHOW_SITE = ("@pytest.mark.rule('ADR-0001.site-layout')\ndef test_layout(site):\
              "    print('SITE', site.name, site.root)\n")
 
 
+@pytest.mark.slow
 def test_a_scenario_carrying_its_own_site_uses_it_unless_site_is_given(pytester, suite):
     suite("site", SHOW_SITE)
     own = pytester.runpytest("--testbed", "airgap-mirror-missing", "--report-dir", "out", "-p", "no:cacheprovider", "-s")
@@ -234,6 +236,7 @@ def test_every_problem_is_listed_in_one_usage_error(pytester, suite):
                 "*kubeconfig.yml: empty;*")
 
 
+@pytest.mark.slow
 def test_make_demo_of_an_unknown_scenario_fails_and_never_prints_an_earlier_verdict(tmp_path):
     import subprocess
 

@@ -30,6 +30,7 @@ def test_dgxspark_rules_lists_the_30_ids_with_layer_kind_and_test_count(pytester
     assert not (pytester.path / "reports").exists()
 
 
+@pytest.mark.slow
 def test_a_suite_test_without_rule_marker_is_a_usage_error_listing_every_offender(pytester, suite):
     suite("host", "def test_one():\n    pass\n\ndef test_two():\n    pass\n")
     result = pytester.runpytest(*SITE_ARGS)
@@ -41,6 +42,7 @@ def test_a_suite_test_without_rule_marker_is_a_usage_error_listing_every_offende
     ])
 
 
+@pytest.mark.slow
 def test_unknown_rule_id_is_a_usage_error(pytester, suite):
     suite("host", "@pytest.mark.rule('ADR-0002.no-such-rule')\ndef test_one():\n    pass\n")
     result = pytester.runpytest(*SITE_ARGS)
@@ -50,6 +52,7 @@ def test_unknown_rule_id_is_a_usage_error(pytester, suite):
     ])
 
 
+@pytest.mark.slow
 def test_layer_and_gpu_markers_are_applied_from_the_catalog(pytester, suite):
     suite("host", "@pytest.mark.rule('ADR-0002.host-driver')\ndef test_driver():\n    pass\n\n"
                   "@pytest.mark.rule('ADR-0002.host-static-ip')\ndef test_ip():\n    pass\n")
@@ -60,6 +63,7 @@ def test_layer_and_gpu_markers_are_applied_from_the_catalog(pytester, suite):
     result.stdout.fnmatch_lines(["suites/rke2/test_rke2.py::test_ready"])
 
 
+@pytest.mark.slow
 def test_tests_run_bottom_up_by_layer(pytester, suite):
     suite("workload", "@pytest.mark.rule('ADR-0002.cuda-sample')\ndef test_cuda():\n    pass\n")
     suite("host", "@pytest.mark.rule('ADR-0002.host-driver')\ndef test_driver():\n    pass\n")
@@ -69,6 +73,7 @@ def test_tests_run_bottom_up_by_layer(pytester, suite):
     assert order == ["test_layout", "test_driver", "test_cuda"]
 
 
+@pytest.mark.slow
 def test_a_failed_rule_blocks_its_transitive_dependents_and_is_the_root_cause(pytester, suite):
     suite("host", "@pytest.mark.rule('ADR-0002.host-driver')\ndef test_driver():\n    assert False, 'no nvidia module'\n\n"
                   "@pytest.mark.rule('ADR-0002.host-nvml')\ndef test_nvml():\n    pass\n\n"
@@ -91,6 +96,7 @@ def test_a_failed_rule_blocks_its_transitive_dependents_and_is_the_root_cause(py
     assert doc["verdict"] == "REJECTED"
 
 
+@pytest.mark.slow
 def test_no_block_runs_dependents_anyway(pytester, suite):
     suite("host", "@pytest.mark.rule('ADR-0002.host-driver')\ndef test_driver():\n    assert False\n\n"
                   "@pytest.mark.rule('ADR-0002.host-nvml')\ndef test_nvml():\n    assert False\n")
@@ -108,6 +114,7 @@ def _all_rules_source(body_for: dict[str, str]) -> str:
     return "\n".join(parts)
 
 
+@pytest.mark.slow
 def test_every_required_rule_passed_is_accepted(pytester, suite):
     suite("all", _all_rules_source({"ADR-0002.image-mirror": "not_applicable('the site is not air-gapped')"}))
     result = pytester.runpytest(*SITE_ARGS)
@@ -129,6 +136,7 @@ def test_every_required_rule_passed_is_accepted(pytester, suite):
     assert result.outlines[start - 2].startswith("===") and "passed" in result.outlines[start - 2]
 
 
+@pytest.mark.slow
 def test_an_untested_required_rule_keeps_the_verdict_incomplete(pytester, suite):
     suite("host", "@pytest.mark.rule('ADR-0002.host-driver')\ndef test_driver():\n    pass\n")
     pytester.runpytest(*SITE_ARGS)
@@ -137,6 +145,7 @@ def test_an_untested_required_rule_keeps_the_verdict_incomplete(pytester, suite)
     assert statuses(doc)["ADR-0002.allocatable"] == "untested"
 
 
+@pytest.mark.slow
 def test_an_error_is_incomplete_not_rejected(pytester, suite):
     suite("all", _all_rules_source({"ADR-0001.argocd-registered": "raise __import__('pytest_dgxspark.checking').checking.TargetError('management API unreachable')"}))
     pytester.runpytest(*SITE_ARGS)
@@ -150,6 +159,7 @@ def test_an_error_is_incomplete_not_rejected(pytester, suite):
     assert [(d["rule"], d["kind"]) for d in doc["not_judged"]] == [("ADR-0001.argocd-registered", "unreadable")]
 
 
+@pytest.mark.slow
 def test_informational_failure_does_not_reject(pytester, suite):
     suite("all", _all_rules_source({"ADR-0001.hardening-baseline": "assert False, 'no CIS profile'",
                                     "ADR-0002.image-mirror": "not_applicable('not air-gapped')"}))
@@ -157,6 +167,7 @@ def test_informational_failure_does_not_reject(pytester, suite):
     assert results(pytester)["verdict"] == "ACCEPTED"
 
 
+@pytest.mark.slow
 def test_results_json_has_the_contract_keys_and_latest_link(pytester, suite):
     suite("host", "@pytest.mark.rule('ADR-0002.host-driver')\ndef test_driver():\n    pass\n")
     pytester.runpytest(*SITE_ARGS)
@@ -173,6 +184,7 @@ def test_results_json_has_the_contract_keys_and_latest_link(pytester, suite):
     assert test["nodeid"] == "suites/host/test_host.py::test_driver" and test["outcome"] == "passed"
 
 
+@pytest.mark.slow
 def test_handover_mode_needs_attested_manual_checks(pytester, suite):
     suite("all", _all_rules_source({"ADR-0002.image-mirror": "not_applicable('not air-gapped')"}))
     (pytester.path / "sites" / "tirosh-home" / "manual-checks.yml").write_text(
@@ -183,6 +195,7 @@ def test_handover_mode_needs_attested_manual_checks(pytester, suite):
     assert "manual checks without attestation: ups" in doc["verdict_reasons"]
 
 
+@pytest.mark.slow
 def test_a_valid_waiver_turns_a_failure_into_waived_and_an_expired_one_rejects(pytester, suite):
     suite("all", _all_rules_source({"ADR-0001.cilium-settings": "assert False, 'hubble on'",
                                     "ADR-0002.image-mirror": "not_applicable('not air-gapped')"}))
@@ -225,6 +238,7 @@ def test_plain_project_tests_are_untouched_by_the_plugin(pytester):
     assert not (pytester.path / "reports").exists()
 
 
+@pytest.mark.slow
 def test_errors_of_an_unreachable_target_are_blocked_by_its_connectivity_rule(pytester, suite):
     raise_ssh = "raise TargetError('gpu-01 unreachable over SSH', target='ssh:gpu-01')"
     raise_api = "raise TargetError('API unreachable', target='api:tirosh-home/rke2/gpu')"
@@ -245,6 +259,7 @@ def test_errors_of_an_unreachable_target_are_blocked_by_its_connectivity_rule(py
     assert doc["verdict"] == "INCOMPLETE"
 
 
+@pytest.mark.slow
 def test_an_interrupted_run_still_writes_results_with_error_outcomes(pytester, suite):
     suite("host", "@pytest.mark.rule('ADR-0002.host-driver')\ndef test_driver():\n    raise KeyboardInterrupt\n\n"
                   "@pytest.mark.rule('ADR-0002.host-nvml')\ndef test_nvml():\n    pass\n")
@@ -257,6 +272,7 @@ def test_an_interrupted_run_still_writes_results_with_error_outcomes(pytester, s
     assert doc["verdict"] == "INCOMPLETE"
 
 
+@pytest.mark.slow
 def test_a_hung_check_ends_as_an_error_not_a_hung_run(pytester, suite):
     suite("host", "import time\n\n@pytest.mark.rule('ADR-0002.host-driver')\ndef test_driver():\n    time.sleep(30)\n")
     result = pytester.runpytest_subprocess(*SITE_ARGS, "--timeout", "1")
@@ -266,6 +282,7 @@ def test_a_hung_check_ends_as_an_error_not_a_hung_run(pytester, suite):
     assert driver["tests"][0]["message"].startswith("the check hung: Timeout (>1.0s) from pytest-timeout")
 
 
+@pytest.mark.slow
 def test_failure_messages_are_redacted_before_they_reach_results(pytester, suite):
     suite("host", "@pytest.mark.rule('ADR-0002.host-driver')\ndef test_driver():\n"
                   "    assert False, 'config.yaml line 3: token: K10abcdef0123456789abcdef::server:s3cr3tpassw0rd'\n")
@@ -275,6 +292,7 @@ def test_failure_messages_are_redacted_before_they_reach_results(pytester, suite
         assert "s3cr3tpassw0rd" not in text, name
 
 
+@pytest.mark.slow
 def test_a_fixture_that_judges_fails_the_rule_while_a_broken_fixture_is_an_error(pytester, suite):
     suite("rke2", "@pytest.fixture\ndef node():\n    pytest.fail('no Node named gpu-01: the host never registered')\n\n"
                   "@pytest.fixture\ndef broken():\n    raise RuntimeError('bug in a fixture')\n\n"

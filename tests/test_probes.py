@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from testinfra.backend.base import CommandResult
 
 from pytest_dgxspark import probes
@@ -133,6 +134,7 @@ for args in json.loads(sys.argv[1]):
 """
 
 
+@pytest.mark.slow
 def test_the_gpu_chain_reads_the_driver_nvml_and_runtime_probes_and_the_whole_suite_reads_every_probe() -> None:
     import subprocess
     import sys

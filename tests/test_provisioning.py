@@ -75,6 +75,7 @@ def load_filters(role: str, module: str) -> Any:
     return mod
 
 
+@pytest.mark.slow
 def test_every_playbook_passes_syntax_check(tmp_path: Path) -> None:
     playbooks = sorted(PLAYBOOKS.glob("*.yml"))
     assert {p.name for p in playbooks} >= {"rke2-server-install.yml", "rke2-agent-install.yml", "rke2-status.yml",
@@ -86,6 +87,7 @@ def test_every_playbook_passes_syntax_check(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+@pytest.mark.slow
 def test_ansible_lint_passes_the_production_profile_offline() -> None:
     config = (REPO / ".ansible-lint").read_text()
     assert "profile: production" in config and "offline: true" in config
@@ -96,12 +98,14 @@ def test_ansible_lint_passes_the_production_profile_offline() -> None:
     assert "Profile 'production' was required, and it passed." in proc.stdout + proc.stderr
 
 
+@pytest.mark.slow
 def test_yamllint_passes_on_the_whole_repository() -> None:
     proc = subprocess.run([str(ANSIBLE_PLAYBOOK.parent / "yamllint"), "--strict", "-f", "parsable", "."], cwd=REPO,
                           capture_output=True, text=True, timeout=120, check=False)
     assert (proc.returncode, proc.stdout) == (0, ""), proc.stdout[-6000:] + proc.stderr
 
 
+@pytest.mark.slow
 def test_make_help_lists_every_target_with_one_line() -> None:
     from pytest_dgxspark.site.repo import parse_make_rules
 
@@ -130,6 +134,7 @@ def _tasks(node: Any) -> Iterator[dict[str, Any]]:
                 yield from _tasks(item.get(key))
 
 
+@pytest.mark.slow
 def test_every_command_the_roles_and_playbooks_run_is_under_timeout() -> None:
     commands = []
     for path in sorted([*PROVISIONING.glob("roles/*/tasks/*.yml"), *PLAYBOOKS.glob("*.yml")]):
@@ -146,6 +151,7 @@ def test_every_command_the_roles_and_playbooks_run_is_under_timeout() -> None:
     assert untimed == [], f"commands without a timeout of their own: {untimed}"
 
 
+@pytest.mark.slow
 def test_install_playbooks_and_their_role_never_reference_the_gpu_operator() -> None:
     sources = [*INSTALL_PLAYBOOKS, *sorted((PROVISIONING / "roles" / "rke2").rglob("*"))]
     # the nvidia.com label domain may be named (labels set at registration only); nothing NVIDIA is deployed
@@ -190,6 +196,7 @@ def render(tmp_path: Path, *extra: str) -> tuple[Run, Path]:
     return result, root
 
 
+@pytest.mark.slow
 def test_rendered_config_and_cilium_values_follow_the_tirosh_home_vars(tmp_path: Path) -> None:
     result, root = render(tmp_path)
     result.assert_ok()
@@ -210,6 +217,7 @@ def test_rendered_config_and_cilium_values_follow_the_tirosh_home_vars(tmp_path:
         "hubble": {"enabled": False, "relay": {"enabled": False}, "ui": {"enabled": False}}}
 
 
+@pytest.mark.slow
 def test_rendered_taints_and_kube_proxy_replacement_when_enabled(tmp_path: Path) -> None:
     result, root = render(tmp_path, "-e", json.dumps({
         "rke2_node_taints": ["nvidia.com/gpu=true:NoSchedule"], "rke2_disable_kube_proxy": True,
@@ -224,6 +232,7 @@ def test_rendered_taints_and_kube_proxy_replacement_when_enabled(tmp_path: Path)
         "encryption": {"enabled": True, "type": "wireguard"}}
 
 
+@pytest.mark.slow
 def test_kube_proxy_replacement_without_disable_kube_proxy_is_refused_before_writing(tmp_path: Path) -> None:
     result, root = render(tmp_path, "-e", json.dumps({
         "rke2_cilium": {"hubble_enabled": False, "kube_proxy_replacement": True, "wireguard_enabled": False}}))
@@ -231,6 +240,7 @@ def test_kube_proxy_replacement_without_disable_kube_proxy_is_refused_before_wri
     assert not root.exists()
 
 
+@pytest.mark.slow
 def test_rendered_agent_config_joins_the_first_server_without_the_token_in_config_or_output(tmp_path: Path) -> None:
     inventory = tmp_path / "inventory.yml"
     local = {"ansible_connection": "local", "ansible_become": False, "ansible_python_interpreter": sys.executable}
@@ -285,6 +295,7 @@ def local_run(tmp_path: Path, roots: dict[str, Path], *extra: str, site: Path = 
     return run_playbook(playbook, inventory, "-e", "rke2_manage_service=false", *extra, env=env, site=site)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("playbook", ["rke2-server-install.yml", "rke2-status.yml"])
 def test_an_rke2_that_never_answers_version_ends_the_run_with_its_reason(tmp_path: Path, playbook: str) -> None:
     root = node_root(tmp_path)
@@ -300,6 +311,7 @@ def test_an_rke2_that_never_answers_version_ends_the_run_with_its_reason(tmp_pat
             or "version \"none\" (rc 124, timed out after 2 s)" in text), text[-3000:]
 
 
+@pytest.mark.slow
 def test_a_downgrade_is_refused_before_anything_is_written(tmp_path: Path) -> None:
     root = node_root(tmp_path, version="v1.35.7+rke2r1")
     result = local_run(tmp_path, {"gpu-01": root}, "-e", f"rke2_install_script_sha256={SCRIPT_SHA256}")
@@ -309,6 +321,7 @@ def test_a_downgrade_is_refused_before_anything_is_written(tmp_path: Path) -> No
     assert not (root / "etc/rancher/rke2/config.yaml").exists()
 
 
+@pytest.mark.slow
 def test_an_older_release_is_upgraded_and_the_same_release_is_left_alone(tmp_path: Path) -> None:
     older = local_run(tmp_path, {"gpu-01": node_root(tmp_path, version="v1.33.13+rke2r2")}, "--tags", "rke2_config",
                       "-e", f"rke2_install_script_sha256={SCRIPT_SHA256}")
@@ -317,6 +330,7 @@ def test_an_older_release_is_upgraded_and_the_same_release_is_left_alone(tmp_pat
     same.assert_ok()  # nothing to install: the script's digest is not even asked for
 
 
+@pytest.mark.slow
 def test_a_cni_change_on_a_running_cluster_needs_the_explicit_variable(tmp_path: Path) -> None:
     root = node_root(tmp_path, version="v1.34.10+rke2r1", config={"cni": "canal", "node-name": "gpu-01"}, cluster=True)
     refused = local_run(tmp_path, {"gpu-01": root}, "--tags", "rke2_config")
@@ -330,6 +344,7 @@ def test_a_cni_change_on_a_running_cluster_needs_the_explicit_variable(tmp_path:
     assert yaml.safe_load((root / "etc/rancher/rke2/config.yaml").read_text())["cni"] == "cilium"
 
 
+@pytest.mark.slow
 def test_exactly_one_server_bootstraps_and_the_others_join_it(tmp_path: Path) -> None:
     roots = {"gpu-01": node_root(tmp_path, "gpu-01"), "gpu-02": node_root(tmp_path, "gpu-02")}
     result = local_run(tmp_path, roots, "--tags", "rke2_config", "-e", f"rke2_install_script_sha256={SCRIPT_SHA256}",
@@ -346,6 +361,7 @@ def test_exactly_one_server_bootstraps_and_the_others_join_it(tmp_path: Path) ->
     assert plays.index("Bootstrap the cluster on the first RKE2 server") < plays.index("Join the other RKE2 servers to the first")
 
 
+@pytest.mark.slow
 def test_a_second_server_with_a_cluster_of_its_own_is_refused(tmp_path: Path) -> None:
     roots = {"gpu-01": node_root(tmp_path, "gpu-01", version="v1.34.10+rke2r1"),
              "gpu-02": node_root(tmp_path, "gpu-02", version="v1.34.10+rke2r1", config={"cni": "cilium"}, cluster=True)}
@@ -356,6 +372,7 @@ def test_a_second_server_with_a_cluster_of_its_own_is_refused(tmp_path: Path) ->
     assert "server" not in yaml.safe_load((roots["gpu-02"] / "etc/rancher/rke2/config.yaml").read_text())
 
 
+@pytest.mark.slow
 def test_an_install_without_a_pinned_script_is_refused(tmp_path: Path) -> None:
     root = node_root(tmp_path)
     result = local_run(tmp_path, {"gpu-01": root})
@@ -403,6 +420,7 @@ def airgap(tmp_path: Path) -> AirGap:
     return AirGap(directory, hashlib.sha256((directory / f"sha256sum-{ARCH}.txt").read_bytes()).hexdigest(), env)
 
 
+@pytest.mark.slow
 def test_air_gapped_install_verifies_every_artifact_and_renders_the_registries(tmp_path: Path, airgap: AirGap) -> None:
     root = node_root(tmp_path)
     auth = json.dumps({"rke2_airgap_extra_images": ["gpu-operator-images.tar.zst"], "rke2_registry_auth": {
@@ -425,6 +443,7 @@ def test_air_gapped_install_verifies_every_artifact_and_renders_the_registries(t
     assert config["disable-default-registry-endpoint"] is True
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("damage", "message"), [
     ("missing", "air-gapped site: missing artifact(s) {dir}/rke2-images-cilium.linux-{arch}.tar.zst; nothing is downloaded"),
     ("tampered", "rke2-images-cilium.linux-{arch}.tar.zst has sha256 "),
@@ -583,6 +602,7 @@ def snapshot(root: Path) -> dict[str, str]:
             for p in sorted(root.rglob("*"))}
 
 
+@pytest.mark.slow
 def test_check_mode_on_a_fresh_host_shows_the_writes_and_writes_nothing(fake_host: FakeHost, tmp_path: Path) -> None:
     fresh = tmp_path / "fresh-root"
     fresh.mkdir()
@@ -594,6 +614,7 @@ def test_check_mode_on_a_fresh_host_shows_the_writes_and_writes_nothing(fake_hos
     assert [c for c in fake_host.calls() if c["cmd"] != "systemctl" or c["args"][0] not in ("show", "is-enabled", "is-active")] == []
 
 
+@pytest.mark.slow
 def test_first_install_writes_config_installs_the_pinned_release_and_starts_the_server(fake_host: FakeHost) -> None:
     result = fake_host.install()
     result.assert_ok()
@@ -609,6 +630,7 @@ def test_first_install_writes_config_installs_the_pinned_release_and_starts_the_
     assert labels["node.tirosh.ai/role"] == "gpu" and labels["node.tirosh.ai/model"] == "dgx-spark"
 
 
+@pytest.mark.slow
 def test_second_install_reports_no_change(fake_host: FakeHost) -> None:
     before = len(fake_host.calls())
     result = fake_host.install()
@@ -619,6 +641,7 @@ def test_second_install_reports_no_change(fake_host: FakeHost) -> None:
     assert mutating == []
 
 
+@pytest.mark.slow
 def test_labels_under_the_gpu_operators_domain_are_set_at_registration_only(fake_host: FakeHost) -> None:
     config = yaml.safe_load((fake_host.root / "etc/rancher/rke2/config.yaml").read_text())
     assert "nvidia.com/gpu.present=true" in config["node-label"]  # registration (ADR 0001 lists it)
@@ -639,6 +662,7 @@ def test_labels_under_the_gpu_operators_domain_are_set_at_registration_only(fake
             in " ".join(result.output.split())), result.output[-3000:]
 
 
+@pytest.mark.slow
 def test_check_mode_after_install_changes_nothing(fake_host: FakeHost) -> None:
     before = snapshot(fake_host.root)
     result = fake_host.install("--check", "--diff")
@@ -647,6 +671,7 @@ def test_check_mode_after_install_changes_nothing(fake_host: FakeHost) -> None:
     assert snapshot(fake_host.root) == before
 
 
+@pytest.mark.slow
 def test_kubeconfig_merge_renames_to_the_site_context_and_is_idempotent(fake_host: FakeHost) -> None:
     out = fake_host.home / ".kube" / "config"
     out.parent.mkdir(exist_ok=True)
@@ -764,6 +789,7 @@ def rehearsal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SiteRehearsa
         tb.down()
 
 
+@pytest.mark.slow
 def test_status_reports_the_running_release_of_every_node_without_hanging(rehearsal: SiteRehearsal) -> None:
     started = time.monotonic()
     result = rehearsal.make("rke2/status")
@@ -776,6 +802,7 @@ def test_status_reports_the_running_release_of_every_node_without_hanging(rehear
     assert set(result.recap) == {"gpu-01", "cpu-01"} and result.changed("gpu-01") == result.changed("cpu-01") == 0
 
 
+@pytest.mark.slow
 def test_status_fails_naming_the_release_when_the_site_pins_another(rehearsal: SiteRehearsal) -> None:
     result = rehearsal.make("rke2/status", "ANSIBLE_ARGS=-e rke2_version=v1.35.7+rke2r1")
     assert result.rc != 0
@@ -788,6 +815,7 @@ def _actions(rehearsal: SiteRehearsal, host: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in text.splitlines()]
 
 
+@pytest.mark.slow
 def test_check_before_install_shows_the_new_config_and_writes_nothing(rehearsal: SiteRehearsal) -> None:
     before = {h: rehearsal.upper(h) for h in rehearsal.node_dirs}
     result = rehearsal.make("rke2/check")
@@ -798,6 +826,7 @@ def test_check_before_install_shows_the_new_config_and_writes_nothing(rehearsal:
     assert _actions(rehearsal, "gpu-01") == []
 
 
+@pytest.mark.slow
 def test_server_install_rewrites_the_config_restarts_once_and_a_second_run_changes_nothing(rehearsal: SiteRehearsal) -> None:
     first = rehearsal.make("rke2/server/install")
     first.assert_ok()
@@ -812,6 +841,7 @@ def test_server_install_rewrites_the_config_restarts_once_and_a_second_run_chang
     assert len(_actions(rehearsal, "gpu-01")) == 1
 
 
+@pytest.mark.slow
 def test_agent_install_joins_the_first_server_with_a_token_file(rehearsal: SiteRehearsal) -> None:
     first = rehearsal.make("rke2/agent/install")
     first.assert_ok()
@@ -829,6 +859,7 @@ def test_agent_install_joins_the_first_server_with_a_token_file(rehearsal: SiteR
     assert second.changed("cpu-01") == 0, second.output[-4000:]
 
 
+@pytest.mark.slow
 def test_check_after_install_changes_nothing(rehearsal: SiteRehearsal) -> None:
     before = {h: rehearsal.upper(h) for h in rehearsal.node_dirs}
     result = rehearsal.make("rke2/check")
@@ -837,6 +868,7 @@ def test_check_after_install_changes_nothing(rehearsal: SiteRehearsal) -> None:
     assert {h: rehearsal.upper(h) for h in rehearsal.node_dirs} == before
 
 
+@pytest.mark.slow
 def test_kubeconfig_merges_a_context_the_suite_and_kubernetes_client_can_use(rehearsal: SiteRehearsal) -> None:
     first = rehearsal.make("rke2/kubeconfig")
     first.assert_ok()
@@ -862,6 +894,7 @@ def _suite_rule(tmp_path: Path, scenario: Path, site: Path, test_file: str, rule
     return statuses[rule]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("mirrored", "expected"), [
     (None, "passed"),
     (["docker.io", "registry.k8s.io", "quay.io", "ghcr.io"], "failed"),  # nvcr.io forgotten: the GPU Operator's images
@@ -925,6 +958,7 @@ def _manifest_on(rehearsal: SiteRehearsal) -> str:
     return rehearsal.ssh("gpu-01", "cat /var/lib/rancher/rke2/server/manifests/gpu-operator.yaml 2>/dev/null || true")
 
 
+@pytest.mark.slow
 def test_gpu_operator_apply_needs_confirm_and_shows_the_adr_warning(rehearsal: SiteRehearsal) -> None:
     result = rehearsal.make("rke2/gpu/operator/apply")
     assert result.rc != 0
@@ -934,6 +968,7 @@ def test_gpu_operator_apply_needs_confirm_and_shows_the_adr_warning(rehearsal: S
     assert "TASK [Run the suite's host, rke2 and runtime layers" not in result.output and _manifest_on(rehearsal) == ""
 
 
+@pytest.mark.slow
 def test_gpu_operator_apply_refuses_when_the_preflight_fails_naming_the_rule(rehearsal: SiteRehearsal) -> None:
     rehearsal.ssh("gpu-01", "systemctl stop rke2-server")
     try:
@@ -946,6 +981,7 @@ def test_gpu_operator_apply_refuses_when_the_preflight_fails_naming_the_rule(reh
     assert "Nothing was applied" in text and _manifest_on(rehearsal) == ""
 
 
+@pytest.mark.slow
 def test_gpu_operator_apply_waits_for_the_job_of_this_apply_and_a_second_run_changes_nothing(rehearsal: SiteRehearsal) -> None:
     controller = HelmController(rehearsal, "succeeded")
     first = rehearsal.make("rke2/gpu/operator/apply", "CONFIRM=yes", timeout=400)
@@ -959,6 +995,7 @@ def test_gpu_operator_apply_waits_for_the_job_of_this_apply_and_a_second_run_cha
     assert second.changed("gpu-01") == 0
 
 
+@pytest.mark.slow
 def test_gpu_operator_apply_fails_fast_when_the_job_of_this_apply_fails(rehearsal: SiteRehearsal, tmp_path: Path) -> None:
     chart = yaml.safe_load((SITE / "rke2/gpu-operator.helmchart.yaml").read_text())
     chart["spec"]["valuesContent"] += "\n# values changed: helm-controller starts a new Job\n"
@@ -1023,6 +1060,7 @@ def _suite_rules(rehearsal: SiteRehearsal, tmp_path: Path, target: str) -> dict[
     return {r["id"]: r["status"] for r in json.loads(results.read_text())["rules"]}
 
 
+@pytest.mark.slow
 def test_argocd_register_adds_the_cluster_secret_and_a_second_run_changes_nothing(rehearsal: SiteRehearsal,
                                                                                     tmp_path: Path) -> None:
     assert _suite_rules(rehearsal, tmp_path / "before", "suites/gitops")["ADR-0001.argocd-registered"] == "failed"
@@ -1052,6 +1090,7 @@ def test_argocd_register_adds_the_cluster_secret_and_a_second_run_changes_nothin
 SUITE_USER = "system:serviceaccount:kube-system:dgxspark-suite"
 
 
+@pytest.mark.slow
 def test_suite_rbac_gives_the_suite_its_own_identity_and_a_kubeconfig_it_runs_with(rehearsal: SiteRehearsal,
                                                                                     tmp_path: Path) -> None:
     from kubernetes import client
@@ -1103,6 +1142,7 @@ def test_suite_rbac_gives_the_suite_its_own_identity_and_a_kubeconfig_it_runs_wi
     assert second.changed("gpu-01") == 1, second.output[-3000:]  # only the kubeconfig, with fresh tokens
 
 
+@pytest.mark.slow
 def test_declared_hardening_is_rendered_into_config_and_its_files_and_nothing_when_undeclared(tmp_path: Path) -> None:
     """rke2_profile: cis, secrets encryption and the site's policy files (the hardened scenario's site) land where
     hardening-baseline reads them; tirosh-home declares none, so its config carries no hardening key (the first test)."""

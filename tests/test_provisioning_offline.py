@@ -9,6 +9,8 @@ import subprocess
 import threading
 from pathlib import Path
 
+import pytest
+
 from tests.loopback import free_port
 from tests.test_provisioning import SCRIPT_SHA256, local_run, node_root
 
@@ -19,6 +21,7 @@ def words(text: str) -> str:
     return " ".join(text.split())
 
 
+@pytest.mark.slow
 def test_the_stock_site_names_the_missing_pin_and_the_command_that_makes_it(tmp_path):
     result = local_run(tmp_path, {"gpu-01": node_root(tmp_path)}, "--check")
     assert result.rc != 0
@@ -45,6 +48,7 @@ class _Counting(http.server.BaseHTTPRequestHandler):
         pass
 
 
+@pytest.mark.slow
 def test_check_mode_downloads_nothing(tmp_path):
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Counting)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -59,6 +63,7 @@ def test_check_mode_downloads_nothing(tmp_path):
     assert "Download the pinned install script" not in result.output or "skipping" in result.output
 
 
+@pytest.mark.slow
 def test_an_unreachable_install_script_names_the_host_and_points_at_the_air_gapped_mode(tmp_path):
     url = f"http://127.0.0.1:{free_port()}/install.sh"
     root = node_root(tmp_path)
@@ -71,6 +76,7 @@ def test_an_unreachable_install_script_names_the_host_and_points_at_the_air_gapp
             "\"An air-gapped site\"); nothing is downloaded then.") in said
 
 
+@pytest.mark.slow
 def test_a_failed_install_removes_its_staging_folder_and_names_what_it_left(tmp_path):
     script = tmp_path / "install.sh"
     script.write_text("#!/bin/sh\necho 'curl: (6) Could not resolve host: github.com' >&2\nexit 6\n")

@@ -126,6 +126,7 @@ def test_verify_of_a_directory_without_manifest_fails_naming_it(tmp_path: Path, 
     assert cli.main(["verify", str(tmp_path / "absent")]) == 2
 
 
+@pytest.mark.slow
 def test_re_rendering_the_summary_in_the_runs_language_keeps_the_manifest_valid(bundle: Path) -> None:
     before = (bundle / "summary.html").read_bytes()
     assert cli.main(["summary", str(bundle)]) == 0
@@ -135,6 +136,7 @@ def test_re_rendering_the_summary_in_the_runs_language_keeps_the_manifest_valid(
     assert 'lang="ko"' not in (bundle.parent / "en.html").read_text(encoding="utf-8").split("<body>")[1].split('id="matrix"')[0]
 
 
+@pytest.mark.slow
 def test_a_sealed_bundle_keeps_its_summary_when_another_language_is_asked_and_still_verifies(
         bundle: Path, capsys: pytest.CaptureFixture[str]) -> None:
     before = (bundle / "summary.html").read_bytes()

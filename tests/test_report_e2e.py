@@ -15,6 +15,9 @@ from pytest_dgxspark.report import cli
 from pytest_dgxspark.report.attestation import read_envelope
 from pytest_dgxspark.report.pdf import chromium
 
+# slow: the suite against a testbed, then the printed bundle (make test only; make test-fast deselects it)
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[1]
 BROKEN = ("failed", "error", "blocked")
 

@@ -16,6 +16,9 @@ from pytest_dgxspark.report.example import example_results, write_example_bundle
 from pytest_dgxspark.report.manifest import read_manifest
 from pytest_dgxspark.report.pdf import PdfError, chromium, print_pdf
 
+# slow: Chromium prints every summary (make test only; make test-fast deselects it)
+pytestmark = pytest.mark.slow
+
 needs_chromium = pytest.mark.skipif(chromium() is None, reason="chromium is not installed (Debian: apt-get install chromium)")
 needs_ssh_keygen = pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="ssh-keygen (openssh-client) is not installed")
 

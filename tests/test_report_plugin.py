@@ -45,6 +45,7 @@ def pdf_wanted(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) 
         monkeypatch.delenv("DGXSPARK_PDF", raising=False)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(chromium() is None, reason="chromium is not installed (Debian: apt-get install chromium)")
 def test_a_run_writes_every_file_of_the_bundle(pytester: pytest.Pytester, suite) -> None:
     _write(suite, fail=False)
@@ -71,6 +72,7 @@ def test_a_run_writes_every_file_of_the_bundle(pytester: pytest.Pytester, suite)
     assert summary.count('<tr class="rule-row" ') == 30
 
 
+@pytest.mark.slow
 def test_report_html_has_sortable_rule_layer_and_severity_columns_and_the_evidence(pytester: pytest.Pytester, suite) -> None:
     _write(suite, fail=True)
     assert pytester.runpytest(*ARGS).ret == 1

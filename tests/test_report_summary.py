@@ -282,6 +282,7 @@ def pdf_text(pdf: Path, *pages: int) -> str:
     return subprocess.run(["pdftotext", *span, str(pdf), "-"], capture_output=True, text=True, check=True).stdout
 
 
+@pytest.mark.slow
 @needs_chromium
 def test_a_healthy_one_node_run_prints_on_at_most_four_a4_pages(tmp_path: Path) -> None:
     pdf = _print(tmp_path, example_results(simulated=False))
@@ -291,6 +292,7 @@ def test_a_healthy_one_node_run_prints_on_at_most_four_a4_pages(tmp_path: Path) 
     assert boxes == {(0, 0, 595, 842)}, boxes  # every page A4 (210 x 297 mm in points)
 
 
+@pytest.mark.slow
 @needs_chromium
 def test_a_healthy_sixteen_node_run_prints_on_at_most_eight_a4_pages(tmp_path: Path) -> None:
     pdf = _print(tmp_path, example_results(simulated=False, nodes=16))
@@ -299,6 +301,7 @@ def test_a_healthy_sixteen_node_run_prints_on_at_most_eight_a4_pages(tmp_path: P
     assert "gpu-16" in text and "10.20.0.26" in text
 
 
+@pytest.mark.slow
 @needs_chromium
 def test_the_printed_first_page_holds_verdict_site_nodes_run_ladder_root_cause_remediation_and_the_sign_off_last(
     tmp_path: Path,
@@ -319,6 +322,7 @@ def test_the_printed_first_page_holds_verdict_site_nodes_run_ladder_root_cause_r
     assert "Traceability matrix" not in flat  # the matrix starts on page 2
 
 
+@pytest.mark.slow
 @needs_chromium
 def test_the_printed_pdf_holds_every_rule_in_matrix_and_detail_and_the_korean_sentences(tmp_path: Path) -> None:
     pdf = _print(tmp_path, _faulty())
@@ -329,6 +333,7 @@ def test_the_printed_pdf_holds_every_rule_in_matrix_and_detail_and_the_korean_se
     assert "Traceabilitymatrix" in flat and "Provenance(pernode)" in flat
 
 
+@pytest.mark.slow
 @needs_chromium
 def test_every_printed_page_carries_simulated_the_run_and_its_page_number(tmp_path: Path) -> None:
     pdf = _print(tmp_path, example_results(nodes=16))

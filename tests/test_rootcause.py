@@ -94,6 +94,7 @@ def test_an_unknown_host_key_names_the_key_fix_not_netplan_advice(pytester, suit
     ])
 
 
+@pytest.mark.slow
 def test_a_raw_client_exception_escaping_a_check_is_an_api_error_not_a_finding(pytester, suite):
     refused = ("raise __import__('urllib3').exceptions.MaxRetryError(None, '/api/v1/pods', "
                "ConnectionRefusedError(111, 'Connection refused'))")
@@ -110,6 +111,7 @@ def test_a_raw_client_exception_escaping_a_check_is_an_api_error_not_a_finding(p
     assert "Traceback" not in result.stdout.str() and "urllib3/" not in result.stdout.str()
 
 
+@pytest.mark.slow
 def test_api_errors_name_no_layer_and_carry_the_api_fix(pytester, suite):
     suite("all", all_rules({"ADR-0001.kubeconfig-context": api_fault("server-error"),
                             "ADR-0002.operator-components": api_fault("server-error"),
@@ -146,6 +148,7 @@ def test_rke2_server_down_on_a_single_server_site_is_the_one_root_cause(pytester
     assert doc["root_cause_details"][0]["fix"].startswith("Check `systemctl status rke2-server`")
 
 
+@pytest.mark.slow
 def test_a_site_hygiene_finding_does_not_block_the_manifest_or_the_gpu_chain(pytester, suite):
     suite("all", all_rules({"ADR-0001.site-layout": "assert False, 'sites/tirosh-home/rke2/kubeconfig.yml is committed'",
                             "ADR-0002.image-mirror": "pass"}))
@@ -156,6 +159,7 @@ def test_a_site_hygiene_finding_does_not_block_the_manifest_or_the_gpu_chain(pyt
     assert st["ADR-0002.helmchart-manifest"] == "passed" and st["ADR-0002.cuda-sample"] == "passed"
 
 
+@pytest.mark.slow
 def test_image_mirror_is_not_applicable_on_a_site_that_is_not_air_gapped_even_when_its_prerequisite_broke(pytester, suite):
     suite("all", all_rules({"ADR-0002.helmchart-live": "assert False, 'helm-install job failed'",
                             "ADR-0002.image-mirror": "raise SystemExit('must not run')"}))
@@ -179,6 +183,7 @@ def test_blocked_and_not_applicable_are_data_on_the_item_never_parsed_from_a_ski
     result.stdout.fnmatch_lines(["*2 skipped*"])
 
 
+@pytest.mark.slow
 def test_blocked_tests_have_their_own_letter_and_word(pytester, suite):
     suite("host", host_checks("assert False, 'no module'", "pass"))
     result = pytester.runpytest(*SITE_ARGS)
@@ -211,6 +216,7 @@ def test_an_informational_rule_is_recorded_never_passed(pytester, suite):
     result.stdout.fnmatch_lines(["*test_baseline RECORDED*", "*1 recorded*"])
 
 
+@pytest.mark.slow
 def test_results_carry_the_checks_words_never_assertion_introspection(pytester, suite):
     suite("host", host_checks("r = R()\n    assert r.rc == 0, 'gpu-01: nvidia-smi is not installed (exit 127)'",
                               "r = R()\n    assert r.rc == 0", prelude="class R:\n    rc = 127\n\n"))
@@ -230,6 +236,7 @@ def test_results_expose_remediation_in_english_and_korean(pytester, suite):
     assert driver["remediation_ko"].startswith("RKE2가 아니라 호스트 문제다")
 
 
+@pytest.mark.slow
 def test_exit_status_follows_the_verdict(pytester, suite):
     suite("host", host_checks("assert False, 'no module'"))
     assert pytester.runpytest(*SITE_ARGS).ret == 1
@@ -237,6 +244,7 @@ def test_exit_status_follows_the_verdict(pytester, suite):
     assert pytester.runpytest(*SITE_ARGS).ret == EXIT_INCOMPLETE  # 29 rules untested
 
 
+@pytest.mark.slow
 def test_a_check_failure_shows_a_short_traceback_and_no_plugin_frames(pytester, suite):
     suite("host", host_checks("helper(2)", prelude="def helper(x):\n    assert x == 1, 'gpu-01: no nvidia module loaded'\n\n"))
     text = pytester.runpytest(*SITE_ARGS).stdout.str()

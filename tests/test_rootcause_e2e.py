@@ -8,7 +8,8 @@ import pytest
 
 from tests.test_e2e import run_suite
 
-pytestmark = pytest.mark.skipif(not Path("/usr/sbin/sshd").exists(), reason="the testbed needs openssh-server")
+# slow: the suite against fault testbeds (make test only; make test-fast deselects it)
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not Path("/usr/sbin/sshd").exists(), reason="the testbed needs openssh-server")]
 EXIT_INCOMPLETE = 8
 
 

@@ -19,6 +19,7 @@ def _all_rules(body_for: dict[str, str]) -> str:
     return "\n".join(parts)
 
 
+@pytest.mark.slow
 def test_a_gpu_selection_is_accepted_on_its_scope_with_deselected_rules_not_selected(pytester, suite):
     suite("all", _all_rules({}))
     result = pytester.runpytest(*SITE_ARGS, "-m", "gpu")
@@ -81,6 +82,7 @@ def test_a_baseline_of_another_cluster_is_called_out_first():
     assert all(c["key"] != "cluster_uid" for c in drift["provenance"])
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/usr/sbin/sshd").exists(), reason="the testbed needs openssh-server")
 def test_a_rehearsal_on_the_same_scenario_shows_no_drift_and_an_upgrade_shows_only_the_driver_change(tmp_path):
     """The README's after-upgrade run, rehearsed on the testbed: a scenario (and one extending it) keeps its kube-system

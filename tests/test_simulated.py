@@ -11,6 +11,9 @@ import pytest
 from pytest_dgxspark.report.closing import EXIT_INCOMPLETE
 from tests.conftest import REPO
 
+# slow: a testbed with its hosts (make test only; make test-fast deselects it)
+pytestmark = pytest.mark.slow
+
 
 def _pytest(report_dir: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(

@@ -16,8 +16,9 @@ from pytest_dgxspark.testbed.requestinfo import RequestInfo, request_info
 from tests import rbac
 from tests.conftest import REPO
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not Path("/usr/sbin/sshd").exists(),
-                                reason="the testbed needs root and /usr/sbin/sshd")
+# slow: stand-in runs against a testbed, every request audited (make test only; make test-fast deselects it)
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.geteuid() != 0 or not Path("/usr/sbin/sshd").exists(),
+                                reason="the testbed needs root and /usr/sbin/sshd")]
 # scenarios whose runs together take every path of the suite's API code (lists, the sample, its diagnostics)
 SCENARIOS = ("healthy", "cuda-pending", "device-plugin-crashloop")
 # grants no bundled scenario exercises, each with the code path that needs it

@@ -23,6 +23,9 @@ from pytest_dgxspark.testbed.scenario import ScenarioError, load
 kubernetes = pytest.importorskip("kubernetes")
 from kubernetes import client, config  # noqa: E402
 
+# slow: a testbed's API server per module and per fault (make test only; make test-fast deselects it)
+pytestmark = pytest.mark.slow
+
 KUBECTL = shutil.which("kubectl")
 needs_kubectl = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
 

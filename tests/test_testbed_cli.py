@@ -44,6 +44,7 @@ def _leftovers(directory: Path, state: dict) -> list[str]:
     return found
 
 
+@pytest.mark.slow
 def test_list_names_every_bundled_scenario_with_its_description() -> None:
     proc = _run("list")
     assert proc.returncode == 0, proc.stderr
@@ -52,6 +53,7 @@ def test_list_names_every_bundled_scenario_with_its_description() -> None:
     assert {"cuda-pending", "two-node", "api-flaky", "host-unreachable", "docker-cri"} <= set(lines)
 
 
+@pytest.mark.slow
 def test_up_with_an_unknown_scenario_fails_before_touching_anything(tmp_path: Path) -> None:
     proc = _run("up", "no-such-scenario", "--dir", str(tmp_path / "tb"))
     assert proc.returncode == 2
@@ -59,6 +61,7 @@ def test_up_with_an_unknown_scenario_fails_before_touching_anything(tmp_path: Pa
     assert not (tmp_path / "tb").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("sshd") is None and not Path("/usr/sbin/sshd").exists(), reason="openssh-server is not installed")
 def test_up_writes_inventory_ssh_config_kubeconfig_and_down_leaves_nothing(tmp_path: Path) -> None:
     directory = tmp_path / "tb"

@@ -65,6 +65,7 @@ def _cuda_pod(name: str, gpus: int = 1, restart: str = "Never") -> dict:
                 "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]}}
 
 
+@pytest.mark.slow
 def test_kubeconfig_names_the_site_contexts_and_points_at_node_ips(healthy: Testbed) -> None:
     kc = yaml.safe_load(healthy.kubeconfig.read_text())
     assert healthy.contexts == {"workload": "tirosh-home/rke2/gpu", "management": "tirosh-home/k3s/argocd"}
@@ -74,6 +75,7 @@ def test_kubeconfig_names_the_site_contexts_and_points_at_node_ips(healthy: Test
     assert all(s.startswith("https://172.29.") and s.endswith(":6443") for s in servers), servers
 
 
+@pytest.mark.slow
 def test_gb10_node_is_shaped_like_a_real_rke2_gpu_node(healthy: Testbed) -> None:
     nodes = client.CoreV1Api(_api(healthy)).list_node().items
     assert [n.metadata.name for n in nodes] == ["gpu-01"]
@@ -98,6 +100,7 @@ def test_gb10_node_is_shaped_like_a_real_rke2_gpu_node(healthy: Testbed) -> None
     assert server == f"https://{ {a.type: a.address for a in node.status.addresses}['InternalIP'] }:6443"
 
 
+@pytest.mark.slow
 def test_gpu_operator_is_installed_in_nri_mode_without_driver_pod(healthy: Testbed) -> None:
     api = _api(healthy)
     pods = client.CoreV1Api(api).list_namespaced_pod("gpu-operator").items
@@ -123,6 +126,7 @@ def test_gpu_operator_is_installed_in_nri_mode_without_driver_pod(healthy: Testb
     assert len(log.splitlines()) == 3
 
 
+@pytest.mark.slow
 def test_cilium_mirrors_site_values_and_kube_proxy_runs(healthy: Testbed) -> None:
     api = _api(healthy)
     co = client.CustomObjectsApi(api)
@@ -135,6 +139,7 @@ def test_cilium_mirrors_site_values_and_kube_proxy_runs(healthy: Testbed) -> Non
     assert [p.metadata.name for p in pods] == ["kube-proxy-gpu-01"]
 
 
+@pytest.mark.slow
 def test_requests_without_credentials_get_a_401_status(healthy: Testbed) -> None:
     server = yaml.safe_load(healthy.kubeconfig.read_text())["clusters"][0]["cluster"]
     ctx = ssl.create_default_context(cadata=base64.b64decode(server["certificate-authority-data"]).decode())
@@ -145,6 +150,7 @@ def test_requests_without_credentials_get_a_401_status(healthy: Testbed) -> None
                                              "message": "Unauthorized", "reason": "Unauthorized", "code": 401}
 
 
+@pytest.mark.slow
 def test_bearer_token_from_the_argocd_secret_is_accepted(healthy: Testbed) -> None:
     secrets = client.CoreV1Api(_api(healthy, "management")).list_namespaced_secret(
         "argocd", label_selector="argocd.argoproj.io/secret-type=cluster").items
@@ -159,6 +165,7 @@ def test_bearer_token_from_the_argocd_secret_is_accepted(healthy: Testbed) -> No
         assert json.loads(resp.read())["gitVersion"] == "v1.34.10+rke2r1"
 
 
+@pytest.mark.slow
 def test_label_and_field_selectors(healthy: Testbed) -> None:
     v1 = client.CoreV1Api(_api(healthy))
     def names(**kw) -> set[str]:
@@ -176,6 +183,7 @@ def test_label_and_field_selectors(healthy: Testbed) -> None:
     assert info.value.status == 400 and "field label not supported: spec.bogus" in info.value.body
 
 
+@pytest.mark.slow
 def test_cuda_pod_is_scheduled_runs_and_succeeds_with_the_vectoradd_log(healthy: Testbed) -> None:
     v1 = client.CoreV1Api(_api(healthy))
     v1.create_namespace({"metadata": {"name": "cuda-ok"}})
@@ -206,6 +214,7 @@ def _gpu_pod_with(image: str, name: str) -> dict:
     return pod
 
 
+@pytest.mark.slow
 def test_an_image_without_the_nodes_architecture_fails_with_exec_format_error(healthy: Testbed) -> None:
     v1 = client.CoreV1Api(_api(healthy))
     v1.create_namespace({"metadata": {"name": "cuda-arch"}})
@@ -216,6 +225,7 @@ def test_an_image_without_the_nodes_architecture_fails_with_exec_format_error(he
     assert v1.read_namespaced_pod_log("nbody", "cuda-arch") == "exec /cuda-samples/nbody: exec format error\n"
 
 
+@pytest.mark.slow
 def test_an_unknown_tag_ends_in_image_pull_back_off_with_the_real_event(healthy: Testbed) -> None:
     v1 = client.CoreV1Api(_api(healthy))
     v1.create_namespace({"metadata": {"name": "cuda-typo"}})
@@ -235,6 +245,7 @@ def test_an_unknown_tag_ends_in_image_pull_back_off_with_the_real_event(healthy:
     _wait(lambda: not v1.list_namespaced_pod("cuda-typo").items)
 
 
+@pytest.mark.slow
 def test_only_nvidias_vectoradd_sample_prints_test_passed(healthy: Testbed) -> None:
     v1 = client.CoreV1Api(_api(healthy))
     v1.create_namespace({"metadata": {"name": "cuda-other"}})
@@ -253,6 +264,7 @@ def test_a_bad_image_catalogue_entry_is_rejected_naming_the_key(tmp_path: Path) 
                                  "expected a list of amd64/arm64")
 
 
+@pytest.mark.slow
 def test_namespace_delete_removes_its_pods(healthy: Testbed) -> None:
     v1 = client.CoreV1Api(_api(healthy))
     v1.create_namespace({"metadata": {"name": "doomed"}})
@@ -268,6 +280,7 @@ def test_namespace_delete_removes_its_pods(healthy: Testbed) -> None:
     assert info.value.status == 403
 
 
+@pytest.mark.slow
 def test_requests_are_recorded_without_secrets(healthy: Testbed) -> None:
     client.CoreV1Api(_api(healthy)).list_namespace(label_selector="kubernetes.io/metadata.name=default")
     records = healthy.requests()
@@ -278,6 +291,7 @@ def test_requests_are_recorded_without_secrets(healthy: Testbed) -> None:
     assert "Bearer" not in (healthy.directory / "requests.jsonl").read_text()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
 def test_kubectl_get_works_unchanged(healthy: Testbed) -> None:
     def kubectl(*args: str) -> str:
@@ -291,6 +305,7 @@ def test_kubectl_get_works_unchanged(healthy: Testbed) -> None:
     assert "argocd" in kubectl("--context", "tirosh-home/k3s/argocd", "get", "ns")
 
 
+@pytest.mark.slow
 def test_pending_pod_gets_failed_scheduling_in_real_wording(tmp_path: Path) -> None:
     tb = _up(tmp_path, "cuda-pending")
     try:
@@ -311,6 +326,7 @@ def test_pending_pod_gets_failed_scheduling_in_real_wording(tmp_path: Path) -> N
         tb.down()
 
 
+@pytest.mark.slow
 def test_failing_cuda_pod_ends_failed_with_a_real_message(tmp_path: Path) -> None:
     tb = _up(tmp_path, "cuda-failing")
     try:
@@ -327,6 +343,7 @@ def test_failing_cuda_pod_ends_failed_with_a_real_message(tmp_path: Path) -> Non
         tb.down()
 
 
+@pytest.mark.slow
 def test_api_faults_inject_errors_latency_and_drops(tmp_path: Path) -> None:
     scenario = tmp_path / "faulty"
     scenario.mkdir()
@@ -354,6 +371,7 @@ def test_api_faults_inject_errors_latency_and_drops(tmp_path: Path) -> None:
         tb.down()
 
 
+@pytest.mark.slow
 def test_unreachable_cluster_has_nothing_listening(tmp_path: Path) -> None:
     tb = _up(tmp_path, "api-unreachable")
     try:
@@ -501,6 +519,7 @@ def test_an_alias_bomb_inside_a_scenario_is_rejected_at_load_naming_file_and_key
     assert str(raised.value).startswith(f"{tmp_path}/{where}: expands to more than 200000 nodes through aliases at line ")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [n for n, _ in bundled() if n != "api-unreachable"])
 def test_every_bundled_scenario_serves_objects_the_official_client_accepts(tmp_path: Path, name: str) -> None:
     tb = _up(tmp_path, name)
@@ -518,6 +537,7 @@ def test_every_bundled_scenario_serves_objects_the_official_client_accepts(tmp_p
         tb.down()
 
 
+@pytest.mark.slow
 def test_crashlooping_device_plugin_looks_like_kubectl_shows_it(tmp_path: Path) -> None:
     from pytest_dgxspark.testbed.resources import pod_status_text
 
@@ -554,6 +574,7 @@ def test_crashlooping_device_plugin_looks_like_kubectl_shows_it(tmp_path: Path) 
         tb.down()
 
 
+@pytest.mark.slow
 def test_a_non_gpu_node_gets_its_own_labels_in_config_node_and_inventory(tmp_path: Path) -> None:
     tb = _up(tmp_path, "two-node")
     try:

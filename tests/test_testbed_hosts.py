@@ -116,6 +116,7 @@ def healthy(tmp_path_factory: pytest.TempPathFactory, keypair: Path, slot: int) 
         yield node
 
 
+@pytest.mark.slow
 def test_a_healthy_host_starts_within_seconds_and_counts_ssh_logins(healthy: Node) -> None:
     assert healthy.started_s < 10, f"one-node start took {healthy.started_s:.1f}s"
     before = hosts.ssh_connection_count(healthy.handle.node_dir)
@@ -124,6 +125,7 @@ def test_a_healthy_host_starts_within_seconds_and_counts_ssh_logins(healthy: Nod
     assert hosts.ssh_connection_count(healthy.handle.node_dir) == before + 1
 
 
+@pytest.mark.slow
 def test_every_host_names_its_scenario_and_sshd_names_the_testbed(healthy: Node) -> None:
     assert healthy.ssh("cat /etc/dgxspark-testbed").stdout == "hosts-test\n"
     with socket.create_connection((healthy.handle.address, 22), timeout=5) as sock:
@@ -144,6 +146,7 @@ def test_config_yaml_is_written_from_the_hosts_own_data() -> None:
         "node-label:\n  - a.b/c=d\nnode-taint:\n  - nvidia.com/gpu=present:NoSchedule\n")
 
 
+@pytest.mark.slow
 def test_testinfra_sees_ubuntu_on_aarch64_with_rke2_state(healthy: Node) -> None:
     host = healthy.testinfra()
     assert (host.system_info.distribution, host.system_info.release, host.system_info.arch) == ("ubuntu", "24.04", "aarch64")
@@ -169,6 +172,7 @@ def test_testinfra_sees_ubuntu_on_aarch64_with_rke2_state(healthy: Node) -> None
     assert host.socket("unix:///run/docker.sock").is_listening and host.socket("unix:///run/containerd/containerd.sock").is_listening
 
 
+@pytest.mark.slow
 def test_systemctl_answers_like_systemd(healthy: Node) -> None:
     assert healthy.ssh("systemctl --version").stdout.startswith("systemd 255 (")
     unknown = healthy.ssh("systemctl is-active cri-docker")
@@ -179,6 +183,7 @@ def test_systemctl_answers_like_systemd(healthy: Node) -> None:
     assert "rke2-server.service" in healthy.ssh("systemctl list-units --type=service --no-legend").stdout
 
 
+@pytest.mark.slow
 def test_nvidia_smi_prints_the_gb10_formats(healthy: Node) -> None:
     table = healthy.ssh("nvidia-smi")
     assert table.returncode == 0
@@ -198,6 +203,7 @@ def test_nvidia_smi_prints_the_gb10_formats(healthy: Node) -> None:
     assert "Addressing Mode                       : ATS" in healthy.ssh("nvidia-smi -q").stdout
 
 
+@pytest.mark.slow
 def test_docker_answers_like_dgx_os_docker_with_the_nvidia_runtime(healthy: Node) -> None:
     version = healthy.ssh("docker version")
     assert version.returncode == 0
@@ -209,6 +215,7 @@ def test_docker_answers_like_dgx_os_docker_with_the_nvidia_runtime(healthy: Node
         "runtimes": {"nvidia": {"args": [], "path": "nvidia-container-runtime"}}}
 
 
+@pytest.mark.slow
 def test_a_stopped_docker_answers_like_the_real_cli(tmp_path: Path, keypair: Path, slot: int) -> None:
     with running({"docker": {"running": False}}, tmp_path, keypair, slot) as node:
         result = node.ssh("docker info")
@@ -218,6 +225,7 @@ def test_a_stopped_docker_answers_like_the_real_cli(tmp_path: Path, keypair: Pat
         assert node.ssh("pgrep -x dockerd").returncode == 1
 
 
+@pytest.mark.slow
 def test_nvml_answers_through_ctypes_with_not_supported_memory(healthy: Node) -> None:
     result = healthy.ssh(f"python3 -c '{NVML_PROBE}'")
     assert result.returncode == 0, result.stderr
@@ -226,6 +234,7 @@ def test_nvml_answers_through_ctypes_with_not_supported_memory(healthy: Node) ->
         "compute": "12.1", "cuda": 13000, "bus_id": "0000000F:01:00.0", "shutdown": 0, "error": "Success"}
 
 
+@pytest.mark.slow
 def test_host_layer_files_devices_and_network(healthy: Node) -> None:
     ldconfig = healthy.ssh("ldconfig -p | grep libnvidia-ml.so.1").stdout
     assert "libnvidia-ml.so.1 (libc6,AArch64) => " in ldconfig and "/aarch64-linux-gnu/libnvidia-ml.so.1" in ldconfig
@@ -243,6 +252,7 @@ def test_host_layer_files_devices_and_network(healthy: Node) -> None:
     assert "RuntimeName:  containerd\nRuntimeVersion:  v2.1.5-k3s1" in crictl.stdout, crictl.stderr
 
 
+@pytest.mark.slow
 def test_rke2_containerd_2_serves_nri_and_config_yaml_carries_the_node_labels(healthy: Node) -> None:
     assert healthy.ssh("test -S /var/run/nri/nri.sock").returncode == 0
     assert "node-label:\n  - node.tirosh.ai/role=gpu\n" in healthy.ssh("cat /etc/rancher/rke2/config.yaml").stdout
@@ -260,6 +270,7 @@ def test_nri_socket_is_served_only_by_rke2_containerd_2_with_nri(over: dict[str,
     assert listening["/usr/bin/containerd"] == ("/run/containerd/containerd.sock",)  # Docker's, never NRI
 
 
+@pytest.mark.slow
 def test_the_node_cannot_write_the_real_root(healthy: Node) -> None:
     assert healthy.ssh("touch /etc/dgxspark-written /usr/dgxspark-written && ls /etc/dgxspark-written").returncode == 0
     assert not Path("/etc/dgxspark-written").exists() and not Path("/usr/dgxspark-written").exists()
@@ -270,6 +281,7 @@ H100_UUIDS = [line.split(": ")[1] for line in captures.body("h100-8gpu-nvidia-sm
 H100_BUSES = [line.split()[1] for line in captures.body("h100-8gpu-nvidia-smi-q.txt").splitlines() if line.startswith("GPU 0000")]
 
 
+@pytest.mark.slow
 def test_an_eight_gpu_x86_64_h100_host_answers_like_the_captured_one(tmp_path: Path, keypair: Path, slot: int) -> None:
     spec = {"arch": "x86_64", "kernel": "6.8.0-49-generic", "os": {"dgx_release": None}, "network": {"interface": "eno1"},
             "driver": {"version": "565.57.01"}, "cuda_version": "12.7",
@@ -301,6 +313,7 @@ def test_an_eight_gpu_x86_64_h100_host_answers_like_the_captured_one(tmp_path: P
         assert (fabric.returncode, fabric.stdout) == (3, "failed\n")
 
 
+@pytest.mark.slow
 def test_a_b200_node_is_shaped_like_the_captured_one(tmp_path: Path, keypair: Path, slot: int) -> None:
     gpus = [{"name": "NVIDIA B200", "bus_id": "00000000:63:00.0", "temperature": 26, "power_draw": "139W", "memory_used": 0},
             {"name": "NVIDIA B200", "bus_id": "00000000:68:00.0", "temperature": 30, "power_draw": "142W", "memory_used": 0}]
@@ -313,6 +326,7 @@ def test_a_b200_node_is_shaped_like_the_captured_one(tmp_path: Path, keypair: Pa
         assert csv == "183359 MiB, 10.0, 1000.00 W\n183359 MiB, 10.0, 1000.00 W\n"
 
 
+@pytest.mark.slow
 def test_an_h100_with_mig_lists_its_devices_like_the_captured_one(tmp_path: Path, keypair: Path, slot: int) -> None:
     captured = captures.body("h100-mig-nvidia-smi-L.txt").replace("\r\n", "\n")  # the docs file has CRLF endings
     lines = captured.splitlines()
@@ -323,6 +337,7 @@ def test_an_h100_with_mig_lists_its_devices_like_the_captured_one(tmp_path: Path
         assert node.ssh("nvidia-smi --query-gpu=mig.mode.current --format=csv,noheader").stdout == "Enabled\n"
 
 
+@pytest.mark.slow
 def test_driver_not_loaded_fails_like_the_real_driver(tmp_path: Path, keypair: Path, slot: int) -> None:
     with running({"driver": {"loaded": False}}, tmp_path, keypair, slot) as node:
         smi = node.ssh("nvidia-smi")
@@ -335,6 +350,7 @@ def test_driver_not_loaded_fails_like_the_real_driver(tmp_path: Path, keypair: P
         assert node.ssh("test -e /proc/driver/nvidia || test -e /dev/nvidia0").returncode == 1
 
 
+@pytest.mark.slow
 def test_faults_hang_proprietary_missing_nvml_and_docker_cri(tmp_path: Path, keypair: Path, slot: int) -> None:
     spec = {
         "driver": {"flavour": "proprietary", "smi": "hang"}, "nvml": "missing", "network": {"dhcp": True},
@@ -368,6 +384,7 @@ def test_faults_hang_proprietary_missing_nvml_and_docker_cri(tmp_path: Path, key
         assert "dial unix /run/k3s/containerd/containerd.sock: connect: no such file or directory" in crictl.stderr
 
 
+@pytest.mark.slow
 def test_a_dropped_host_kills_the_session_and_refuses_later_connections(tmp_path: Path, keypair: Path, slot: int) -> None:
     with running({"faults": {"drop_after": 2}}, tmp_path, keypair, slot) as node:
         assert [node.ssh("hostname", 10, "-S", "none").returncode for _ in range(2)] == [0, 0]
@@ -377,6 +394,7 @@ def test_a_dropped_host_kills_the_session_and_refuses_later_connections(tmp_path
             socket.create_connection((node.handle.address, 22), timeout=3).close()
 
 
+@pytest.mark.slow
 def test_a_frozen_host_keeps_tcp_up_while_its_commands_hang(tmp_path: Path, keypair: Path, slot: int) -> None:
     with running({"faults": {"freeze_after": 1}}, tmp_path, keypair, slot) as node:
         assert node.ssh("hostname", 10, "-S", "none").stdout == "gpu-01\n"
@@ -386,6 +404,7 @@ def test_a_frozen_host_keeps_tcp_up_while_its_commands_hang(tmp_path: Path, keyp
             assert sock.recv(64).startswith(b"SSH-2.0-")
 
 
+@pytest.mark.slow
 def test_the_suites_ssh_backend_gives_up_on_a_frozen_host_instead_of_hanging(tmp_path: Path, keypair: Path, slot: int) -> None:
     from pytest_dgxspark.site.model import HostSpec
     from pytest_dgxspark.targets.ssh import HostTarget, HostUnreachable
@@ -408,6 +427,7 @@ def test_the_suites_ssh_backend_gives_up_on_a_frozen_host_instead_of_hanging(tmp
         shutil.rmtree(control, ignore_errors=True)
 
 
+@pytest.mark.slow
 def test_latency_delays_every_ssh_command(tmp_path: Path, keypair: Path, slot: int) -> None:
     with running({"faults": {"latency_ms": 300}}, tmp_path, keypair, slot) as node:
         node.ssh("true")  # opens the shared master connection
@@ -429,6 +449,7 @@ def test_fault_keys_are_checked() -> None:
         hosts.host_spec({"faults": {"latency_ms": "20ms"}})
 
 
+@pytest.mark.slow
 def test_unreachable_host_refuses_connections(tmp_path: Path, keypair: Path, slot: int) -> None:
     with running({"unreachable": True}, tmp_path, keypair, slot) as node:
         with pytest.raises(ConnectionRefusedError):
@@ -436,6 +457,7 @@ def test_unreachable_host_refuses_connections(tmp_path: Path, keypair: Path, slo
         assert node.ssh("true", 10).returncode == 255
 
 
+@pytest.mark.slow
 def test_stop_leaves_no_process_mount_or_namespace(tmp_path: Path, keypair: Path, slot: int) -> None:
     with running({}, tmp_path, keypair, slot) as node:
         info = json.loads((node.handle.node_dir / "host.json").read_text())
@@ -472,6 +494,7 @@ def test_node_files_outside_the_overlaid_roots_are_refused(tmp_path: Path) -> No
                          node_ip="172.29.1.2", prefix=30, gateway="172.29.1.1")
 
 
+@pytest.mark.slow
 def test_native_artefacts_are_built_once_per_source(tmp_path: Path) -> None:
     first = native.build_nvml_mock(tmp_path)
     mtime = first.stat().st_mtime_ns
@@ -497,6 +520,7 @@ def test_subnet_slots_are_exclusive_and_released() -> None:
     netns.destroy("dgxs-never-created")
 
 
+@pytest.mark.slow
 def test_a_changed_site_never_reaches_the_hosts_the_inventory_copies_its_claims_and_crictl_agrees_with_the_api(tmp_path: Path) -> None:
     from pytest_dgxspark.testbed import Testbed
 
@@ -579,6 +603,7 @@ def answers(node: Node, calls: list[str], *options: str) -> list[tuple[int, str,
             for i in range(1, len(calls) + 1)]
 
 
+@pytest.mark.slow
 def test_the_fake_tools_answer_the_same_bytes_through_the_shim_server_as_without_it(healthy: Node) -> None:
     from pytest_dgxspark import probes
 
@@ -598,6 +623,7 @@ def test_the_fake_tools_answer_the_same_bytes_through_the_shim_server_as_without
         '[null, null, "C.UTF-8"]', "[null, null, null]"], workers  # one worker per locale (LC_ALL, LC_CTYPE, LANG)
 
 
+@pytest.mark.slow
 def test_a_hanging_tool_runs_under_the_shim_server_and_ends_with_its_caller(tmp_path: Path, keypair: Path, slot: int) -> None:
     spec = {"driver": {"smi": "hang"}}
     with running(spec, tmp_path, keypair, slot) as node:
@@ -613,6 +639,7 @@ def test_a_hanging_tool_runs_under_the_shim_server_and_ends_with_its_caller(tmp_
         assert node.ssh(f"pkill -KILL -x nvidia-smi; sleep 0.5; {children}").stdout == "0\n", "no child outlives its client"
 
 
+@pytest.mark.slow
 def test_sysctl_answers_the_scenarios_kernel_parameters_and_users_adds_system_accounts(tmp_path: Path, keypair: Path,
                                                                                         slot: int) -> None:
     from pytest_dgxspark.probes import hardening as probe
