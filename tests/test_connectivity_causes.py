@@ -182,6 +182,7 @@ def test_a_wrong_token_is_credentials_rejected(tls_api):
     assert "wrong" not in str(info.value)  # the token never reaches a message
 
 
+@pytest.mark.slow
 def test_a_client_call_to_a_dead_api_raises_a_target_error_never_a_raw_client_exception(tls_api, tmp_path):
     cluster = Cluster(write_kubeconfig(tmp_path / "dead", f"http://127.0.0.1:{free_port()}", "t", context="x"), "x")
     with pytest.raises(ClusterUnreachable) as info:

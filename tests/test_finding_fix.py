@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.pytester_args import SITE_ARGS
 
 SUITE = (
@@ -14,6 +16,7 @@ SUITE = (
 )
 
 
+@pytest.mark.slow
 def test_a_finding_with_its_own_fix_is_the_root_cause_with_that_fix(pytester, suite):
     from pytest_dgxspark.catalog.rules import load_catalog
 

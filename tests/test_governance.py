@@ -92,6 +92,7 @@ def test_an_approver_the_site_does_not_list_is_a_usage_error_naming_file_entry_a
                                  "lists, with their key (docs/governance.md)"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("approvers", "message"), [
     ("approvers:\n  - name: Kim\n    role: r\n    key: not-a-key\n",
      "*approvers.yml: approvers.0 (Kim).key: not an SSH public key; expected '<type> <base64> ?comment?'*"),

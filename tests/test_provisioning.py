@@ -481,6 +481,7 @@ def test_air_gapped_install_refuses_a_bad_artifact_before_installing(tmp_path: P
 ADMIN = yaml.safe_load((FAKEHOST / "rke2.yaml").read_text())
 
 
+@pytest.mark.slow
 def test_rename_names_everything_after_the_context_and_points_at_the_node() -> None:
     f = load_filters("rke2_kubeconfig", "rke2_kubeconfig")
     renamed = f.rke2_kubeconfig_rename(ADMIN, "tirosh-home/rke2/gpu", "192.168.10.21")

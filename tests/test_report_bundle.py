@@ -208,6 +208,7 @@ def signer(tmp_path: Path) -> tuple[Path, Path]:
     return key, allowed
 
 
+@pytest.mark.slow
 @needs_ssh_keygen
 def test_a_signed_bundle_verifies_with_the_allowed_signers_and_fails_once_changed(
     tmp_path: Path, signer: tuple[Path, Path], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch

@@ -86,6 +86,7 @@ def test_report_html_has_sortable_rule_layer_and_severity_columns_and_the_eviden
     assert "<script" in html  # pytest-html's own, self-contained
 
 
+@pytest.mark.slow
 def test_junit_xml_carries_the_status_and_rule_of_every_testcase(pytester: pytest.Pytester, suite) -> None:
     _write(suite, fail=True)
     pytester.runpytest(*ARGS)
@@ -133,6 +134,7 @@ def test_an_unknown_language_is_a_usage_error(pytester: pytest.Pytester, suite) 
     result.stderr.fnmatch_lines(["*--dgxspark-lang: invalid choice: 'fr' (choose from 'ko', 'en', 'both')"])
 
 
+@pytest.mark.slow
 def test_a_run_against_a_baseline_records_drift_in_results_and_summary(pytester: pytest.Pytester, suite) -> None:
     _write(suite, fail=False)
     assert pytester.runpytest(*ARGS).ret == EXIT_INCOMPLETE  # a part of the catalog ran
@@ -150,6 +152,7 @@ def test_a_run_against_a_baseline_records_drift_in_results_and_summary(pytester:
     assert '<html lang="en">' in summary
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="ssh-keygen (openssh-client) is not installed")
 def test_a_signed_run_verifies_with_the_engineers_key(pytester: pytest.Pytester, suite) -> None:
     _write(suite, fail=False)
@@ -166,6 +169,7 @@ def test_a_signed_run_verifies_with_the_engineers_key(pytester: pytest.Pytester,
     assert cli.main(["verify", str(run_dir), "--allowed-signers", str(allowed)]) == 0
 
 
+@pytest.mark.slow
 def test_without_chromium_the_run_says_so_and_the_bundle_still_verifies(
     pytester: pytest.Pytester, suite, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -5,12 +5,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from pytest_dgxspark.report.closing import block_lines, drift_lines
 from tests.pytester_args import SITE_ARGS
 
 REPORT = Path(sys.executable).with_name("dgxspark-report")
 
 
+@pytest.mark.slow
 def test_show_prints_the_verdict_root_causes_rule_table_of_a_saved_bundle(pytester, suite):
     suite("host", "@pytest.mark.rule('ADR-0002.host-driver')\ndef test_driver():\n    assert False, 'no nvidia module'\n\n"
                   "@pytest.mark.rule('ADR-0002.host-nvml')\ndef test_nvml():\n    pass\n")
@@ -32,6 +35,7 @@ def test_show_prints_the_verdict_root_causes_rule_table_of_a_saved_bundle(pytest
     assert nvml.split() == ["ADR-0002.host-nvml", "host", "blocked", "blocked", "by", "ADR-0002.host-driver"]
 
 
+@pytest.mark.slow
 def test_show_of_a_folder_without_results_json_fails_naming_it(tmp_path):
     proc = subprocess.run([str(REPORT), "show", str(tmp_path)], capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 1

@@ -233,6 +233,7 @@ def test_every_value_is_escaped_and_only_evidence_paths_become_links() -> None:
     assert "Kim Engineer &lt;script&gt;" in html
 
 
+@pytest.mark.slow
 def test_one_language_shows_only_its_labels() -> None:
     results = example_results()
     english = render_summary(results, "en")
@@ -251,6 +252,7 @@ def test_an_accepted_real_run_has_no_watermark() -> None:
     assert "SIMULATED" not in html
 
 
+@pytest.mark.slow
 def test_rendering_is_deterministic_and_refuses_incomplete_results() -> None:
     results = example_results(statuses=FAULT)
     assert render_summary(results) == render_summary(results)
@@ -379,6 +381,7 @@ FORECAST = [
 ]
 
 
+@pytest.mark.slow
 def test_page_one_carries_the_forecast_box_with_what_breaks_next_and_its_fix_in_both_languages() -> None:
     results = {**_faulty(), "forecast": FORECAST, "forecast_mode": "advise",
                "forecast_checked": {e["id"]: "advised" for e in FORECAST}}
@@ -397,6 +400,7 @@ def test_page_one_says_nothing_was_advised_when_the_forecast_is_silent() -> None
     assert 'id="no-forecast"><span lang="en">Nothing advised</span> (SPARK.reboot-pending: silent)' in box
 
 
+@pytest.mark.slow
 @needs_chromium
 def test_a_faulty_run_with_three_forecasts_keeps_page_one_and_prints_on_at_most_four_pages(tmp_path: Path) -> None:
     results = {**_faulty(), "forecast": FORECAST, "forecast_mode": "advise",

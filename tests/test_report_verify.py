@@ -85,6 +85,7 @@ def _reseal(run_dir: Path, key: Path | None) -> None:
         (run_dir / "MANIFEST.sha256.sig").unlink(missing_ok=True)
 
 
+@pytest.mark.slow
 def test_a_signed_bundle_verifies_against_its_trust_anchor_and_prints_what_it_says(
         made: dict[str, Any], crash: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = _verify(crash, capsys, "--allowed-signers", str(made["allowed"]))
@@ -136,6 +137,7 @@ def test_a_signing_step_that_fails_exits_non_zero_and_the_bundle_says_unsigned(
 
 # The forgeries of the audit: each leaves a bundle consistent enough to pass a checksum, none passes verify.
 
+@pytest.mark.slow
 def test_forgery_the_accepted_summary_pdf_swapped_in_and_re_signed_by_another_key(
         made: dict[str, Any], crash: Path, capsys: pytest.CaptureFixture[str]) -> None:
     if chromium() is None or shutil.which("pdftotext") is None:
@@ -158,6 +160,7 @@ def test_forgery_the_accepted_summary_html_swapped_in(made: dict[str, Any], cras
     assert code == 1 and "summary.html: verdict ACCEPTED, results.json says REJECTED" in err
 
 
+@pytest.mark.slow
 def test_forgery_a_consistent_accepted_bundle_made_with_this_tool_and_another_key(
         made: dict[str, Any], crash: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
@@ -206,6 +209,7 @@ def test_forgery_junit_xml_skips_dropped(made: dict[str, Any], crash: Path, caps
     assert code == 1 and "junit.xml FAILED:" in err and "calls for [('failure', 'failed')]" in err
 
 
+@pytest.mark.slow
 def test_forgery_ctrf_statuses_passed(made: dict[str, Any], crash: Path, capsys: pytest.CaptureFixture[str]) -> None:
     doc = json.loads((crash / "ctrf.json").read_text())
     for test in doc["results"]["tests"]:
@@ -216,6 +220,7 @@ def test_forgery_ctrf_statuses_passed(made: dict[str, Any], crash: Path, capsys:
     assert code == 1 and "ctrf.json FAILED:" in err
 
 
+@pytest.mark.slow
 def test_signature_only_change_the_signature_removed(made: dict[str, Any], crash: Path,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     (crash / "MANIFEST.sha256.sig").unlink()
@@ -230,6 +235,7 @@ def test_signature_only_change_another_keys_signature_of_the_same_manifest(
     assert code == 1 and "made by no key listed in" in err
 
 
+@pytest.mark.slow
 def test_signature_only_change_a_trusted_signature_of_another_bundle(
         made: dict[str, Any], crash: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     donor = Path(shutil.copytree(made["crash_dir"], tmp_path / "donor"))
@@ -241,6 +247,7 @@ def test_signature_only_change_a_trusted_signature_of_another_bundle(
     assert code == 1 and "signature FAILED" in err
 
 
+@pytest.mark.slow
 def test_forgery_the_attestations_dsse_signature_stripped(made: dict[str, Any], crash: Path,
                                                          capsys: pytest.CaptureFixture[str]) -> None:
     doc, statement = read_envelope(crash)
@@ -251,6 +258,7 @@ def test_forgery_the_attestations_dsse_signature_stripped(made: dict[str, Any], 
     assert code == 1 and "no DSSE signature by engineer@vendor.example verifies (0 signature(s)" in err
 
 
+@pytest.mark.slow
 def test_forgery_the_signing_time_edited(made: dict[str, Any], crash: Path, capsys: pytest.CaptureFixture[str]) -> None:
     signing = json.loads((crash / "signing.json").read_text())
     signing["signed_at"] = "2020-01-01T00:00:00+00:00"

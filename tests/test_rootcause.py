@@ -52,6 +52,7 @@ def host_checks(driver: str, nvml: str | None = None, prelude: str = "") -> str:
     return source
 
 
+@pytest.mark.slow
 def test_an_ssh_drop_mid_run_is_incomplete_with_the_cause_and_its_fix_never_rejected(pytester, suite):
     suite("all", all_rules({"ADR-0002.host-nvml": ssh_fault("dropped"),
                             "ADR-0001.rke2-service": ssh_fault("dropped")}, IMPORTS))
@@ -72,6 +73,7 @@ def test_an_ssh_drop_mid_run_is_incomplete_with_the_cause_and_its_fix_never_reje
     assert rule(doc, "ADR-0002.host-nvml")["tests"][0]["cause"] == "dropped"
 
 
+@pytest.mark.slow
 def test_an_unknown_host_key_names_the_key_fix_not_netplan_advice(pytester, suite):
     suite("all", all_rules({"ADR-0002.host-static-ip": ssh_fault("host-key-unknown"),
                             "ADR-0002.host-driver": ssh_fault("host-key-unknown")}, IMPORTS))
@@ -124,6 +126,7 @@ def test_api_errors_name_no_layer_and_carry_the_api_fix(pytester, suite):
     assert statuses(doc)["ADR-0002.host-driver"] == "blocked"
 
 
+@pytest.mark.slow
 def test_rke2_server_down_on_a_single_server_site_is_the_one_root_cause(pytester, suite):
     source = IMPORTS + (
         "@pytest.fixture(params=['gpu-01'], ids=['gpu-01'])\ndef host(request):\n    return request.param\n\n"
@@ -172,6 +175,7 @@ def test_image_mirror_is_not_applicable_on_a_site_that_is_not_air_gapped_even_wh
     result.stdout.fnmatch_lines(["*::test_* N/A*", "*::test_* BLOCKED*"])
 
 
+@pytest.mark.slow
 def test_blocked_and_not_applicable_are_data_on_the_item_never_parsed_from_a_skip_message(pytester, suite):
     suite("host", host_checks("pytest.skip('blocked by ADR-0002.host-static-ip')",
                               "pytest.skip('not applicable: looks like one')"))
@@ -192,6 +196,7 @@ def test_blocked_tests_have_their_own_letter_and_word(pytester, suite):
     result.stdout.fnmatch_lines(["*test_nvml BLOCKED*"])
 
 
+@pytest.mark.slow
 def test_a_required_rule_is_never_not_applicable_argocd_without_a_management_cluster_is_not_verifiable(pytester, suite):
     suite("all", all_rules({"ADR-0001.argocd-registered":
                             "not_applicable('sites/tirosh-home/rke2/vars.yml names no Argo CD management cluster')"}))
@@ -209,6 +214,7 @@ def test_a_required_rule_is_never_not_applicable_argocd_without_a_management_clu
     assert doc["lowest_broken_layer"] is None
 
 
+@pytest.mark.slow
 def test_an_informational_rule_is_recorded_never_passed(pytester, suite):
     suite("rke2", "@pytest.mark.rule('ADR-0001.hardening-baseline')\ndef test_baseline():\n    pass\n")
     result = pytester.runpytest(*SITE_ARGS, "-v")
@@ -228,6 +234,7 @@ def test_results_carry_the_checks_words_never_assertion_introspection(pytester, 
     assert result.ret == 1
 
 
+@pytest.mark.slow
 def test_results_expose_remediation_in_english_and_korean(pytester, suite):
     suite("host", host_checks("pass"))
     pytester.runpytest(*SITE_ARGS)
@@ -255,6 +262,7 @@ def test_a_check_failure_shows_a_short_traceback_and_no_plugin_frames(pytester, 
     assert "def test_driver():" in text
 
 
+@pytest.mark.slow
 def test_a_failed_rke2_unit_leaves_its_config_judged(pytester, suite):
     suite("rke2", "@pytest.fixture(params=['gpu-01'], ids=['gpu-01'])\ndef host(request):\n    return request.param\n\n"
                   "@pytest.mark.rule('ADR-0001.rke2-service')\ndef test_service(host):\n"
@@ -267,6 +275,7 @@ def test_a_failed_rke2_unit_leaves_its_config_judged(pytester, suite):
     assert st["ADR-0001.node-ready"] == "blocked"  # depends_on: not judged
 
 
+@pytest.mark.slow
 def test_a_config_failure_on_another_host_than_the_failed_unit_is_its_own_finding(pytester, suite):
     suite("rke2", "@pytest.fixture(params=['gpu-01', 'gpu-02'], ids=['gpu-01', 'gpu-02'])\ndef host(request):\n"
                   "    return request.param\n\n"
@@ -281,6 +290,7 @@ def test_a_config_failure_on_another_host_than_the_failed_unit_is_its_own_findin
     assert doc["root_causes"] == ["ADR-0001.rke2-service", "ADR-0001.rke2-config"]
 
 
+@pytest.mark.slow
 def test_errors_of_a_target_whose_connectivity_rule_did_not_run_name_one_cause(pytester, suite):
     suite("host", IMPORTS + "".join(
         f"@pytest.mark.rule('{rid}')\ndef test_{i}():\n    {ssh_fault('dropped')}\n\n"

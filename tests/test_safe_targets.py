@@ -61,6 +61,7 @@ def ssh_resolutions(events: list) -> list:
     return [e for e in events if e[0] == "popen" and e[1][:2] == ["ssh", "-G"]]
 
 
+@pytest.mark.slow
 def test_pytest_suites_alone_is_a_usage_error_listing_sites_and_scenarios_that_opens_no_socket(tmp_path):
     proc, events = audited_pytest(tmp_path, "suites")
     assert proc.returncode == 4, proc.stdout + proc.stderr
@@ -71,6 +72,7 @@ def test_pytest_suites_alone_is_a_usage_error_listing_sites_and_scenarios_that_o
     assert "192.168" not in proc.stdout + proc.stderr
 
 
+@pytest.mark.slow
 def test_dgxspark_plan_prints_tirosh_home_and_exits_0_without_a_single_connection(tmp_path):
     kubeconfig = tmp_path / "kubeconfig.yml"
     kubeconfig.write_text(json.dumps({
@@ -98,6 +100,7 @@ def test_dgxspark_plan_prints_tirosh_home_and_exits_0_without_a_single_connectio
     assert not (REPO / "reports" / "latest").is_symlink() or "plan" not in os.readlink(REPO / "reports" / "latest")
 
 
+@pytest.mark.slow
 def test_dgxspark_plan_without_a_kubeconfig_says_a_run_would_stop_there(tmp_path):
     proc, events = audited_pytest(tmp_path, "suites", "--site", "sites/tirosh-home", "--dgxspark-plan")
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -118,6 +121,7 @@ def test_a_missing_kubeconfig_is_a_usage_error_before_anything_connects(pytester
     assert "touched" not in result.stdout.str()
 
 
+@pytest.mark.slow
 def test_a_real_run_prints_its_plan_before_the_first_check(pytester, suite):
     suite("host", "@pytest.mark.rule('ADR-0002.host-driver')\ndef test_driver():\n    print('CHECK RAN')\n")
     result = pytester.runpytest("--site", "sites/tirosh-home", "--report-dir", "out", "-s", "-q")
@@ -139,6 +143,7 @@ def test_testinfras_own_host_options_are_refused_naming_where_their_setting_live
     result.stderr.fnmatch_lines([f"*{message}"])
 
 
+@pytest.mark.slow
 def test_testinfras_ssh_config_is_honoured_as_the_runs_ssh_config(tmp_path):
     config = tmp_path / "ssh_config"
     config.write_text("Host 192.168.10.21\n  Port 2222\n  User admin\n  UserKnownHostsFile /srv/known\n")
@@ -150,6 +155,7 @@ def test_testinfras_ssh_config_is_honoured_as_the_runs_ssh_config(tmp_path):
     assert (f"ssh root@192.168.10.21 port 2222 (root); ssh config: {config}; known_hosts: /srv/known") in proc.stdout
 
 
+@pytest.mark.slow
 def test_an_ssh_config_block_naming_only_the_alias_is_a_usage_error_naming_file_and_line(tmp_path):
     config = tmp_path / "ssh_config"
     config.write_text("# bastion setup\nHost gpu-01\n  ProxyJump bastion.hospital.local\n")
@@ -191,6 +197,7 @@ def _site_for(sshd: dict[str, Any], tmp_path: Path) -> tuple[Path, Path]:
     return site, config
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("ssh") is None or not Path("/usr/sbin/sshd").exists(), reason="needs OpenSSH")
 def test_one_site_and_one_ssh_config_serve_the_suite_and_ansible_alike(sshd, tmp_path):
     site, config = _site_for(sshd, tmp_path)
@@ -215,6 +222,7 @@ def test_one_site_and_one_ssh_config_serve_the_suite_and_ansible_alike(sshd, tmp
     assert sshd["log"].read_text().count("Accepted publickey") == suite_logins + 2
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("ssh") is None or not Path("/usr/sbin/sshd").exists(), reason="needs OpenSSH")
 def test_the_operator_preflight_reaches_the_host_with_the_same_site_and_config(sshd, tmp_path):
     site, config = _site_for(sshd, tmp_path)
@@ -247,6 +255,7 @@ def _register(tmp_path: Path, *make_args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=300, check=False)
 
 
+@pytest.mark.slow
 def test_argocd_register_without_a_kubeconfig_says_so_once_before_anything_is_applied(tmp_path):
     proc = _register(tmp_path)
     out = proc.stdout + proc.stderr
@@ -256,6 +265,7 @@ def test_argocd_register_without_a_kubeconfig_says_so_once_before_anything_is_ap
     assert "ConfigException" not in out and "Apply the argocd-manager" not in out
 
 
+@pytest.mark.slow
 def test_argocd_register_with_both_apis_down_names_each_once_without_retry_noise(tmp_path):
     from tests.loopback import free_port
 

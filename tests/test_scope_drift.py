@@ -42,6 +42,7 @@ def test_a_gpu_selection_is_accepted_on_its_scope_with_deselected_rules_not_sele
     ])
 
 
+@pytest.mark.slow
 def test_a_keyword_selection_names_its_scope_and_a_selection_is_never_a_handover(pytester, suite):
     suite("all", _all_rules({}))
     pytester.runpytest(*SITE_ARGS, "-k", "test_1 or test_2", "--dgxspark-handover")

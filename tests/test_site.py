@@ -66,6 +66,7 @@ def test_a_missing_site_file_is_named(site_copy):
         load_site(site_copy)
 
 
+@pytest.mark.slow
 def test_an_ini_ansible_inventory_works_too(tmp_path):
     from pytest_dgxspark.site.model import load_inventory
 

@@ -36,6 +36,7 @@ def junit_status(pytester: pytest.Pytester) -> dict[str, str | None]:
             for c in root.iter("testcase")}
 
 
+@pytest.mark.slow
 def test_a_later_check_on_an_unreachable_host_is_blocked_as_it_happens_and_the_owner_runs_first(pytester, suite):
     pytester.makeconftest(CONFTEST)
     # written in the "wrong" order: the run still reaches the host through host-static-ip first
@@ -63,6 +64,7 @@ def test_a_later_check_on_an_unreachable_host_is_blocked_as_it_happens_and_the_o
                                       "test_service": "blocked"}
 
 
+@pytest.mark.slow
 def test_an_ssh_fault_never_blocks_a_check_that_reads_the_hosts_node_through_the_api(pytester, suite):
     pytester.makeconftest(CONFTEST)
     suite("rke2", HEADER +
@@ -83,6 +85,7 @@ def test_an_ssh_fault_never_blocks_a_check_that_reads_the_hosts_node_through_the
     assert doc["lowest_broken_layer"] == "rke2"
 
 
+@pytest.mark.slow
 def test_without_its_connectivity_rule_the_first_fault_on_a_host_accounts_for_the_later_ones_in_words(pytester, suite):
     pytester.makeconftest(CONFTEST)
     suite("host", HEADER +
@@ -100,6 +103,7 @@ def test_without_its_connectivity_rule_the_first_fault_on_a_host_accounts_for_th
         "the host over SSH: nothing accepts SSH connections on that address and port"))
 
 
+@pytest.mark.slow
 def test_the_real_suites_reach_each_target_through_its_owner_first_and_keep_every_rule_after_its_prerequisites(
         pytester):
     from pytest_dgxspark.catalog.rules import load_catalog, rule_of
@@ -123,6 +127,7 @@ def test_the_real_suites_reach_each_target_through_its_owner_first_and_keep_ever
             assert max(positions.get(ancestor, [-1])) < min(where), f"{ancestor} must run before {rid}"
 
 
+@pytest.mark.slow
 def test_a_symptom_of_a_failed_service_is_blocked_as_it_happens_never_shown_failed(pytester, suite):
     suite("rke2", "@pytest.fixture(params=['gpu-01'], ids=['gpu-01'])\ndef host(request):\n    return request.param\n\n"
                   "@pytest.mark.rule('ADR-0001.rke2-service')\ndef test_service(host):\n"

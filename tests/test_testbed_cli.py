@@ -92,6 +92,7 @@ def test_up_writes_inventory_ssh_config_kubeconfig_and_down_leaves_nothing(tmp_p
     assert again.returncode == 0, again.stderr
 
 
+@pytest.mark.slow
 def test_down_cleans_up_after_a_crashed_up(tmp_path: Path) -> None:
     directory = (tmp_path / "crashed").resolve()
     directory.mkdir()

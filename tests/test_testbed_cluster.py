@@ -394,6 +394,7 @@ def test_extends_merges_maps_replaces_lists_and_null_deletes() -> None:
     assert s.expect["root_causes"] == ["ADR-0002.operator-components"]
 
 
+@pytest.mark.slow
 def test_every_bundled_scenario_loads_with_description_and_valid_expect() -> None:
     names = [name for name, _ in bundled()]
     assert {"healthy", "driver-not-loaded", "proprietary-driver", "nvml-missing", "docker-cri", "canal-cni",
@@ -480,6 +481,7 @@ def test_operands_are_owned_by_the_clusterpolicy_and_the_nfd_less_node_loses_gpu
 ROOT_CAUSE_GAPS: set[str] = set()  # hardening-baseline is one where the site declares hardening (hardening-*)
 
 
+@pytest.mark.slow
 def test_every_rule_but_the_known_gaps_is_a_root_cause_in_some_bundled_scenario() -> None:
     from pytest_dgxspark.catalog.rules import load_catalog
 
