@@ -263,7 +263,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = yield
     state = item.config.stash.get(state_key, None)
     if state is not None and item_rule(item) is None and forecast_of(item):
-        forecast_phase(state, item, report)
+        forecast_phase(state, item, call, report)
     if state is not None and item_rule(item) is not None:
         judge_phase(state, item, call, report)
     return report

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from pytest_dgxspark.catalog.rules import Catalog
+from pytest_dgxspark.checking import TargetError
 from pytest_dgxspark.data.redact import redact_text
 from pytest_dgxspark.judge.evidence import evidence_key
 from pytest_dgxspark.judge.runstate import RunState
@@ -141,19 +142,24 @@ def forecast_setup(state: RunState, item: pytest.Item, not_a_gpu_host: str | Non
         pytest.skip(BLOCKED_PREFIX + ", ".join(broken))
 
 
-def forecast_phase(state: RunState, item: pytest.Item, report: pytest.TestReport) -> None:
+def forecast_phase(state: RunState, item: pytest.Item, call: pytest.CallInfo, report: pytest.TestReport) -> None:
     """A forecast check's phase: advice shows as ADVISED, a failure as ERROR (it could not read its target, never a
-    FAILED check); its teardown records what it ended with (state.forecast)."""
+    FAILED check: the fault in its own words and fix, no traceback through transports); its teardown records what it
+    ended with (state.forecast)."""
     advice = item.stash.get(forecast_key, [])
     if report.when == "call" and report.passed and advice:
         report.dgxspark_status = ADVISED  # type: ignore[attr-defined]
     elif report.failed:
         report.dgxspark_status = "target-error"  # type: ignore[attr-defined]
+        error = call.excinfo.value if call.excinfo is not None else None
+        if isinstance(error, TargetError):
+            fix = getattr(error.cause, "fix", None)
+            report.longrepr = redact_text(f"{error}\nfix: {fix}" if fix else str(error))
     phases = state.phases.setdefault(item.nodeid, {})
     phases[report.when] = report
     if report.when == "teardown":
-        call = phases.get("call") or phases.get("setup") or report
-        first = next((r for r in phases.values() if r.failed or r.skipped), call)
+        ran = phases.get("call") or phases.get("setup") or report
+        first = next((r for r in phases.values() if r.failed or r.skipped), ran)
         message = _last_line(first.longreprtext) if first.failed or first.skipped else ""
         evidence: list[Any] = item.stash.get(evidence_key, [])
         state.forecast.append(ForecastRecord(item.nodeid, forecast_of(item) or "", outcome_of(advice, first),
