@@ -9,6 +9,7 @@ import pytest
 from pytest_dgxspark.report import bundle as bundle_module
 from pytest_dgxspark.report import cli
 from pytest_dgxspark.report.attestation import (
+    CATALOG_DIR,
     PREDICATE_TYPE,
     STATEMENT_TYPE,
     check_attestation,
@@ -54,7 +55,8 @@ def test_the_statement_names_every_bundle_file_with_its_sha256_and_the_test_resu
     assert len(predicate["passedTests"]) == 27 and "ADR-0001.node-ready" in predicate["passedTests"]
     assert predicate["url"] == "urn:dgxspark:run:20260105T010203Z-0a1b"
     catalog = [c for c in predicate["configuration"] if c["name"].startswith("pytest_dgxspark/catalog/")]
-    assert [c["name"] for c in catalog] == ["pytest_dgxspark/catalog/adr-0001.yaml", "pytest_dgxspark/catalog/adr-0002.yaml"]
+    assert [c["name"] for c in catalog] == [f"pytest_dgxspark/catalog/{p.name}" for p in sorted(CATALOG_DIR.glob("*.yaml"))]
+    assert {"pytest_dgxspark/catalog/adr-0001.yaml", "pytest_dgxspark/catalog/adr-0002.yaml"} <= {c["name"] for c in catalog}
     assert all(len(c["digest"]["sha256"]) == 64 for c in catalog)
     invocation = predicate["configuration"][-2]
     assert invocation["name"] == "invocation" and invocation["annotations"]["site"] == "tirosh-home"
@@ -72,7 +74,8 @@ def test_the_in_toto_projects_own_bindings_parse_the_statement_and_its_predicate
     Statement.copy_from_pb(proto).validate()  # type, subjects with digests, predicate type and object
     result = json_format.ParseDict(doc["predicate"], test_result_pb2.TestResult(), ignore_unknown_fields=False)
     assert result.result == "FAILED" and list(result.failed_tests) == ["ADR-0002.host-nvml", "ADR-0002.allocatable"]
-    assert len(result.configuration) == 4  # the catalog's two files, the invocation, the cluster's fingerprint
+    # the catalog's files, the invocation, the cluster's fingerprint
+    assert len(result.configuration) == len(list(CATALOG_DIR.glob("*.yaml"))) + 2
 
 
 @pytest.mark.parametrize(("verdict", "simulated", "changes", "expected"), [
