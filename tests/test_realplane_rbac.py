@@ -18,7 +18,9 @@ import yaml
 from tests import rbac, realplane_available
 from tests.conftest import REPO
 
-pytestmark = pytest.mark.skipif(realplane_available.why_not() is not None, reason=realplane_available.why_not() or "")
+# slow: a real control plane brought up and the suite run against it (make test only; make test-fast deselects it)
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(realplane_available.why_not() is not None, reason=realplane_available.why_not() or "")]
 SCENARIO = "healthy"
 SITE = REPO / "sites" / "tirosh-home"
 
