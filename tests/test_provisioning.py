@@ -978,7 +978,8 @@ def test_gpu_operator_apply_refuses_when_the_preflight_fails_naming_the_rule(reh
         rehearsal.ssh("gpu-01", "systemctl start rke2-server")
     assert result.rc != 0
     text = " ".join(result.output.split())
-    assert "the layers host, rke2, runtime did not pass: ADR-0001.rke2-service (failed): " in text, text[-3000:]
+    assert "the layers host, rke2, runtime did not pass (kubeconfig " in text, text[-3000:]
+    assert "\n  - ADR-0001.rke2-service (failed): " in result.output, text[-3000:]  # one refused rule per line
     assert "Nothing was applied" in text and _manifest_on(rehearsal) == ""
 
 

@@ -239,6 +239,8 @@ def test_the_operator_preflight_reaches_the_host_with_the_same_site_and_config(s
     assert proc.returncode != 0, out  # a loopback Debian host is no DGX Spark: the preflight refuses the apply
     assert "Nothing was applied" in out
     assert "ADR-0002.host-driver" in out  # judged on the host it reached: a finding, not an SSH error
+    refusals = [line.strip() for line in out.splitlines() if line.strip().startswith("- ADR-")]
+    assert any(line.startswith("- ADR-0002.host-driver (failed): ") for line in refusals), out[-3000:]  # one per line
     assert "cannot read the host over SSH" not in out
     assert sshd["log"].read_text().count("Accepted publickey") >= 2
 
