@@ -22,7 +22,9 @@ try:
 except RealPlaneError as exc:
     NOT_BUILT = str(exc)
 
+# slow: the suite against the real control plane (make test only; make test-fast deselects it)
 pytestmark = [
+    pytest.mark.slow,
     pytest.mark.skipif(not Path("/usr/sbin/sshd").exists(), reason="the testbed needs openssh-server (make test installs it)"),
     pytest.mark.skipif(NOT_BUILT is not None, reason=f"real control plane: {NOT_BUILT}"),
 ]

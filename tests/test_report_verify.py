@@ -101,6 +101,7 @@ def test_a_signed_bundle_verifies_against_its_trust_anchor_and_prints_what_it_sa
     assert lines[-1].startswith(f"VERIFIED: {run_id} says REJECTED (SIMULATED)")
 
 
+@pytest.mark.slow
 def test_without_a_trust_anchor_verify_prints_unverified_and_exits_non_zero(
         crash: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.chdir(tmp_path)
