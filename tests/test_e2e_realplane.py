@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.test_e2e import assert_torn_down, result_of, run_selected, selected
+from tests.test_e2e import assert_torn_down, bundled_scenarios, result_of, run_selected, selected
 
 NOT_BUILT: str | None
 try:
@@ -31,8 +31,8 @@ pytestmark = [
 
 # what `make test` runs on the real plane (each run brings up its own control plane: ~20-40 s on 2 shared cores)
 QUICK = ["healthy", "cuda-pending", "cuda-failing", "api-flaky"]
-# every scenario that runs there (docs/scenarios.md "On the real control plane" gives the reason for the others)
-ALL = ["healthy", "cuda-pending", "cuda-failing", "api-flaky", "two-node"]
+# DGXSPARK_REAL_SCENARIOS=all: every bundled scenario (docs/scenarios.md "On the real control plane" says what was measured)
+ALL = bundled_scenarios()
 WANTED = ALL if os.environ.get("DGXSPARK_REAL_SCENARIOS") == "all" else QUICK
 
 
