@@ -7,6 +7,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from pytest_dgxspark.report.junitagree import STATUS_PREFIX
 from tests.pytester_args import SITE_ARGS
 
 EXIT_INCOMPLETE = 8
@@ -31,9 +32,10 @@ def junit_statuses(pytester: pytest.Pytester) -> dict[str, tuple[str | None, str
     root = ET.parse(pytester.path / "out" / "latest" / "junit.xml").getroot()
     found = {}
     for case in root.iter("testcase"):
-        props = {p.get("name"): p.get("value") for p in case.iter("property")}
+        line = next((o.text for o in case.iter("system-out") if (o.text or "").startswith(STATUS_PREFIX)), "") or ""
         outcome = next((c for c in case if c.tag in ("failure", "error", "skipped")), None)
-        found[case.get("name")] = (props.get("dgxspark_status"), outcome.get("message") if outcome is not None else None)
+        found[case.get("name")] = (line[len(STATUS_PREFIX):].split(";")[0] or None,
+                                   outcome.get("message") if outcome is not None else None)
     return found
 
 
