@@ -163,32 +163,30 @@ def _judged(condition: str, site: Any) -> bool:
 
 
 def _judged_when_problems(entry: dict, where: str) -> list[str]:
-    value = entry.get("judged_when")
-    if value is None:
-        return []
-    if entry.get("kind") != "informational":
-        return [f"{where}: judged_when is only for informational rules; a {entry.get('kind')} rule is always judged"]
-    if not isinstance(value, dict) or not value:
-        return [f"{where}: judged_when must be a mapping of conditions to true, e.g. {{hardening_declared: true}}"]
-    problems = [f"{where}: judged_when: unknown condition {k!r}, expected one of {', '.join(JUDGED_WHEN)}"
-                for k in value if k not in JUDGED_WHEN]
-    problems += [f"{where}: judged_when: {k} must be true" for k, v in value.items() if k in JUDGED_WHEN and v is not True]
-    return problems
+    return _condition_problems(entry, where, "judged_when", "informational", JUDGED_WHEN, "hardening_declared",
+                               "a {kind} rule is always judged")
 
 
 def _applies_when_problems(entry: dict, where: str) -> list[str]:
-    value = entry.get("applies_when")
+    if entry.get("applies_when") is None and entry.get("kind") == "conditional":
+        return [f"{where}: a conditional rule needs applies_when (one of {', '.join(APPLIES_WHEN)}: true)"]
+    return _condition_problems(entry, where, "applies_when", "conditional", APPLIES_WHEN, "airgap",
+                               "a {kind} rule always applies")
+
+
+def _condition_problems(entry: dict, where: str, key: str, kind: str, conditions: Mapping[str, str], example: str,
+                        otherwise: str) -> list[str]:
+    """Problems of a rule's condition mapping (`key`: {condition: true}), which only rules of `kind` may carry."""
+    value = entry.get(key)
     if value is None:
-        if entry.get("kind") == "conditional":
-            return [f"{where}: a conditional rule needs applies_when (one of {', '.join(APPLIES_WHEN)}: true)"]
         return []
-    if entry.get("kind") != "conditional":
-        return [f"{where}: applies_when is only for conditional rules; a {entry.get('kind')} rule always applies"]
+    if entry.get("kind") != kind:
+        return [f"{where}: {key} is only for {kind} rules; " + otherwise.format(kind=entry.get("kind"))]
     if not isinstance(value, dict) or not value:
-        return [f"{where}: applies_when must be a mapping of conditions to true, e.g. {{airgap: true}}"]
-    problems = [f"{where}: applies_when: unknown condition {k!r}, expected one of {', '.join(APPLIES_WHEN)}"
-                for k in value if k not in APPLIES_WHEN]
-    problems += [f"{where}: applies_when: {k} must be true" for k, v in value.items() if k in APPLIES_WHEN and v is not True]
+        return [f"{where}: {key} must be a mapping of conditions to true, e.g. {{{example}: true}}"]
+    problems = [f"{where}: {key}: unknown condition {k!r}, expected one of {', '.join(conditions)}"
+                for k in value if k not in conditions]
+    problems += [f"{where}: {key}: {k} must be true" for k, v in value.items() if k in conditions and v is not True]
     return problems
 
 

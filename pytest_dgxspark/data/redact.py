@@ -170,15 +170,24 @@ def scrub_known(text: str, where: str = "text") -> str:
     known = LOG.secrets()
     if not known or not text:
         return text
-    for value, (kind, _) in known.items():
+    text, found = scrub(text, known)
+    for kind, _ in found:
+        LOG.note(f"known-value: {kind}", where)
+    return text
+
+
+def scrub(text: str, secrets: dict[str, tuple[str, str]]) -> tuple[str, list[tuple[str, str]]]:
+    """text with every known secret value (in each of its forms) replaced; the (kind, source) of each one found."""
+    found = []
+    for value, (kind, source) in secrets.items():
         hit = False
         for form in sorted(forms(value), key=len, reverse=True):
             if form in text:
                 text = text.replace(form, REDACTED)
                 hit = True
         if hit:
-            LOG.note(f"known-value: {kind}", where)
-    return text
+            found.append((kind, source))
+    return text, found
 
 
 def _redact_patterns(text: str, where: str, remember: bool) -> str:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_dgxspark.data.redact import REDACTED
+from pytest_dgxspark.data.redact import scrub
 from pytest_dgxspark.data.secretforms import forms
 
 
@@ -47,20 +47,6 @@ def scan_bundle(run_dir: Path, secrets: dict[str, tuple[str, str]]) -> list[Leak
                 continue
             leaks.extend(scan_file(path, secrets, str(path.relative_to(run_dir))))
     return leaks
-
-
-def scrub(text: str, secrets: dict[str, tuple[str, str]]) -> tuple[str, list[tuple[str, str]]]:
-    """text with every known secret value (in each of its forms) replaced; the (kind, source) of each one found."""
-    found = []
-    for value, (kind, source) in secrets.items():
-        hit = False
-        for form in sorted(forms(value), key=len, reverse=True):
-            if form in text:
-                text = text.replace(form, REDACTED)
-                hit = True
-        if hit:
-            found.append((kind, source))
-    return text, found
 
 
 def scrub_document(doc: Any, secrets: dict[str, tuple[str, str]]) -> tuple[Any, list[tuple[str, str]]]:
