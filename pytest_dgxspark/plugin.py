@@ -394,6 +394,8 @@ def _finish(config: pytest.Config, session: pytest.Session, state: RunState) -> 
         results["run"]["interrupted"] = ended.as_dict()
     results["provenance"] = _provenance(config)
     config.hook.pytest_dgxspark_results(config=config, results=results)
+    if "interrupted" in results["run"] and ended is not None:  # every signal that came while other plugins added
+        results["run"]["interrupted"] = ended.as_dict()        # to the results is in them too
     config.stash[results_key] = results
     try:
         written = write_results(info, results, folded.records, state.evidence)

@@ -66,6 +66,9 @@ def _assert_sealed_incomplete(pytester: pytest.Pytester, output: str, cause: str
                          ids=["sigint", "sigint-twice", "sigterm", "sighup", "three-signals"])
 def test_a_signal_ends_the_run_with_a_sealed_incomplete_bundle(pytester, suite, signals, gap):
     suite("host", SLOW)
+    # A plugin taking part in the finish (pytest_dgxspark_results) takes 3 s: every later signal comes while the
+    # run is ending, before results.json is written, whatever the machine's speed (a fast one had sealed it by 0.4 s).
+    pytester.makeconftest("import time\n\ndef pytest_dgxspark_results(config, results):\n    time.sleep(3)\n")
     proc = _start(pytester)
     _wait_for(pytester.path / "started", proc)
     for name in signals:
@@ -173,9 +176,17 @@ def test_a_testbed_left_by_a_sigkilled_run_is_found_stopped_and_reported_by_the_
 
     run = [sys.executable, "-m", "pytest", "suites", "--testbed", "healthy", "-q", "-p", "no:cacheprovider",
            "--report-dir", str(tmp_path / "reports"), "-k", "node_ready"]
+    # The first run's API answers after 60 s: it is surely still running (its testbed up) when it is killed, on a
+    # machine of any speed (a fast one had finished a healthy run within the second this test used to wait).
+    stuck = tmp_path / "stuck"
+    stuck.mkdir()
+    (stuck / "scenario.yaml").write_text("format: 2\ndescription: an API answering each request after 60 s\n"
+                                         "extends: healthy\ncluster:\n  faults: {latency_ms: 60000}\n"
+                                         "expect: {rules: {}, root_causes: []}\n")
+    first = [*run[:5], str(stuck), *run[6:]]
     temp = Path(tempfile.gettempdir())
     before = set(temp.glob(f"{DIR_PREFIX}*"))
-    proc = subprocess.Popen(run, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(first, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     started = None
     while started is None:
@@ -186,6 +197,7 @@ def test_a_testbed_left_by_a_sigkilled_run_is_found_stopped_and_reported_by_the_
                 started = directory
         time.sleep(0.2)
     time.sleep(1)
+    assert proc.poll() is None, "the first run ended before it was killed"
     proc.send_signal(signal.SIGKILL)  # no finalizer runs: the testbed stays up
     proc.wait(timeout=30)
     pids = json.loads((started / "state.json").read_text())["pids"]

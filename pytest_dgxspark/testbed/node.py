@@ -10,7 +10,7 @@ from typing import Any
 from pytest_dgxspark.testbed import hardware
 from pytest_dgxspark.testbed.hosts import host_spec
 from pytest_dgxspark.testbed.podshape import meta, ts
-from pytest_dgxspark.testbed.world import Context
+from pytest_dgxspark.testbed.world import Context, node_uid
 
 RKE2_VERSION = "v1.34.10+rke2r1"
 CONTAINERD = "containerd://2.1.5-k3s1"
@@ -129,7 +129,8 @@ def node(ctx: Context, name: str, *, operator_labels: dict[str, str], gfd_labels
         body["unschedulable"] = True
     return {
         "apiVersion": "v1", "kind": "Node",
-        "metadata": meta(name, None, ctx.created, labels, annotations=annotations),
+        "metadata": {**meta(name, None, ctx.created, labels, annotations=annotations),
+                     "uid": node_uid(ctx.scenario.lineage, name)},
         "spec": body,
         "status": {
             "addresses": [{"type": "InternalIP", "address": ip}, {"type": "Hostname", "address": name}],

@@ -77,6 +77,12 @@ def namespace_uid(lineage: str, cluster: str, name: str) -> str:
     return str(uuid.uuid5(uuid.NAMESPACE_URL, f"https://testbed.dgxspark.io/{lineage}/{cluster}/namespaces/{name}"))
 
 
+def node_uid(lineage: str, name: str) -> str:
+    """The uid of Node `name` in a scenario lineage: a node keeps its uid until it is deleted and registers again, so a
+    rehearsal against an earlier bundle of the same lineage (or one extending it) sees no re-registration."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"https://testbed.dgxspark.io/{lineage}/workload/nodes/{name}"))
+
+
 def owner_ref(obj: dict[str, Any]) -> dict[str, Any]:
     return {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "name": obj["metadata"]["name"],
             "uid": obj["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
