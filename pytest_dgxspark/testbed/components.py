@@ -87,8 +87,23 @@ def workload(ctx: Context, world: World, kind: str, ns: str, name: str, labels: 
         world.add(made, texts)
 
 
-def job(ctx: Context, world: World, ns: str, name: str, image: str, node_name: str, state: str, log: str) -> dict[str, Any]:
-    """A Job (Complete, Failed or running) and its pod."""
+def helm_job_env(name: str, spec: dict[str, Any]) -> list[dict[str, str]]:
+    """The helm container's environment helm-controller gives a HelmChart's install Job (k3s-io/helm-controller
+    pkg/controllers/chart/chart.go `job`): the chart's name, version, repository and target namespace among them."""
+    chart = spec.get("chart", "")
+    return [{"name": "NAME", "value": name}, {"name": "VERSION", "value": str(spec.get("version") or "")},
+            {"name": "REPO", "value": str(spec.get("repo") or "")}, {"name": "HELM_DRIVER", "value": "secret"},
+            {"name": "CHART_NAMESPACE", "value": "kube-system"},
+            {"name": "CHART", "value": f"{name}/{chart}" if spec.get("repo") else str(chart)},
+            {"name": "HELM_VERSION", "value": ""},
+            {"name": "TARGET_NAMESPACE", "value": str(spec.get("targetNamespace") or "kube-system")},
+            {"name": "AUTH_PASS_CREDENTIALS", "value": "false"}, {"name": "INSECURE_SKIP_TLS_VERIFY", "value": "false"},
+            {"name": "PLAIN_HTTP", "value": "false"}]
+
+
+def job(ctx: Context, world: World, ns: str, name: str, image: str, node_name: str, state: str, log: str,
+        env: list[dict[str, str]] | None = None) -> dict[str, Any]:
+    """A Job (Complete, Failed or running) and its pod; `env`: its container's environment."""
     done = ts(ctx.created + 60)
     conds = {"complete": [{"type": "SuccessCriteriaMet", "status": "True"}, {"type": "Complete", "status": "True"}],
              "failed": [{"type": "FailureTarget", "status": "True"},
@@ -99,13 +114,14 @@ def job(ctx: Context, world: World, ns: str, name: str, image: str, node_name: s
     status: dict[str, Any] = {"startTime": ts(ctx.created), "conditions": conds, "ready": 0, "terminating": 0,
                               "uncountedTerminatedPods": {}}
     status.update({"complete": {"succeeded": 1, "completionTime": done}, "failed": {"failed": 1}}.get(state, {"active": 1}))
+    container = c("helm", image, **({"env": env} if env else {}))
     top = {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta(name, ns, ctx.created, {"helmcharts.helm.cattle.io/chart": name.removeprefix("helm-install-")}, generation=1),
            "spec": {"backoffLimit": 1000, "completions": 1, "parallelism": 1,
-                    "template": {"spec": {"containers": [c("helm", image)], "restartPolicy": "OnFailure"}}},
+                    "template": {"spec": {"containers": [container], "restartPolicy": "OnFailure"}}},
            "status": {k: v for k, v in status.items() if v != []}}
     world.add(top)
     pod_state = {"complete": "completed", "failed": "failed"}.get(state, "running")
-    world.add(pod(ctx, rand_name(ctx, name), ns, node_name, [c("helm", image)], state=pod_state, owner=owner_ref(top),
+    world.add(pod(ctx, rand_name(ctx, name), ns, node_name, [copy.deepcopy(container)], state=pod_state, owner=owner_ref(top),
                   labels={"batch.kubernetes.io/job-name": name, "job-name": name}), {"helm": log})
     return top
 
@@ -141,8 +157,9 @@ def rke2_core(ctx: Context, world: World) -> None:
 def helmchart(ctx: Context, name: str, spec: dict[str, Any], state: str = "complete") -> dict[str, Any]:
     conds = [{"type": "JobCreated", "status": "True", "reason": "Job created", "message": f"Applying HelmChart using Job kube-system/helm-install-{name}"}]
     if state == "failed":
-        conds.append({"type": "Failed", "status": "True", "reason": "Error",
-                      "message": f"Job kube-system/helm-install-{name} has failed: Job has reached the specified backoff limit"})
+        # k3s-io/helm-controller chart.go OnChange, once the Job has failed
+        conds.append({"type": "Failed", "status": "True", "reason": "Job failed",
+                      "message": "Job has reached configured number of retries without succeeding"})
     return {"apiVersion": "helm.cattle.io/v1", "kind": "HelmChart",
             "metadata": meta(name, "kube-system", ctx.created, generation=1,
                              annotations={"helmcharts.cattle.io/managed-by": "helm-controller"}, finalizers=["wrangler.cattle.io/on-helm-chart-remove"]),

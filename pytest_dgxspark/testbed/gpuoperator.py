@@ -1,4 +1,5 @@
-"""The GPU Operator v26.3.2 as it really starts, derived from the scenario's host facts and its live HelmChart.
+"""The GPU Operator as it really starts, derived from the scenario's host facts and its live HelmChart; its images
+are those of the chart version the scenario gives (catalog/gpu-operator-releases.yaml, NVIDIA's release table).
 
 Start-up order (shared/reference/gpu-operator-v26.3.2-*daemonset*.yaml, validator-strings.txt, troubleshooting):
 NFD labels the node `pci-10de.present` -> the operator labels it `nvidia.com/gpu.deploy.*` -> the driver manager
@@ -15,31 +16,30 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_dgxspark.catalog.releases import chart_images, load_releases
 from pytest_dgxspark.testbed import components, logs
 from pytest_dgxspark.testbed.node import gpu_nodes, host_facts, node_kube
 from pytest_dgxspark.testbed.podshape import meta, ts
 from pytest_dgxspark.testbed.scenario import deep_merge
 from pytest_dgxspark.testbed.world import Context, World, c, namespace, pod, rand_name
 
-OPERATOR_VERSION = "v26.3.2"
-NFD_IMAGE = "registry.k8s.io/nfd/node-feature-discovery:v0.18.3"
-# short name -> (DaemonSet, deploy label, values key, init containers, main containers, default image, operator state)
-OPERANDS: dict[str, tuple[str, str, str, list[str], list[str], str, str]] = {
-    "driver": ("nvidia-driver-daemonset", "driver", "driver", ["k8s-driver-manager"], ["nvidia-driver-ctr"],
-               "nvcr.io/nvidia/driver:580.126.20", "state-driver"),
+# short name -> (DaemonSet, deploy label, values key, init containers, main containers, operator state); the image of
+# each is the release table's for the chart version that runs, under the HelmChart's values
+OPERANDS: dict[str, tuple[str, str, str, list[str], list[str], str]] = {
+    "driver": ("nvidia-driver-daemonset", "driver", "driver", ["k8s-driver-manager"], ["nvidia-driver-ctr"], "state-driver"),
     "toolkit": ("nvidia-container-toolkit-daemonset", "container-toolkit", "toolkit", ["driver-validation"],
-                ["nvidia-container-toolkit-ctr"], "nvcr.io/nvidia/k8s/container-toolkit:v1.19.1", "state-container-toolkit"),
+                ["nvidia-container-toolkit-ctr"], "state-container-toolkit"),
     "validator": ("nvidia-operator-validator", "operator-validator", "validator",
                   ["driver-validation", "toolkit-validation", "cuda-validation", "plugin-validation"],
-                  ["nvidia-operator-validator"], f"nvcr.io/nvidia/gpu-operator:{OPERATOR_VERSION}", "state-operator-validation"),
+                  ["nvidia-operator-validator"], "state-operator-validation"),
     "device-plugin": ("nvidia-device-plugin-daemonset", "device-plugin", "devicePlugin", ["toolkit-validation", "config-manager-init"],
-                      ["nvidia-device-plugin"], "nvcr.io/nvidia/k8s-device-plugin:v0.19.2", "state-device-plugin"),
+                      ["nvidia-device-plugin"], "state-device-plugin"),
     "dcgm-exporter": ("nvidia-dcgm-exporter", "dcgm-exporter", "dcgmExporter", ["toolkit-validation"], ["nvidia-dcgm-exporter"],
-                      "nvcr.io/nvidia/k8s/dcgm-exporter:4.5.3-4.8.2-distroless", "state-dcgm-exporter"),
+                      "state-dcgm-exporter"),
     "gfd": ("gpu-feature-discovery", "gpu-feature-discovery", "gfd", ["toolkit-validation"], ["gpu-feature-discovery"],
-            "nvcr.io/nvidia/k8s-device-plugin:v0.19.2", "gpu-feature-discovery"),
+            "gpu-feature-discovery"),
     "mig-manager": ("nvidia-mig-manager", "mig-manager", "migManager", ["toolkit-validation"], ["nvidia-mig-manager"],
-                    "nvcr.io/nvidia/cloud-native/k8s-mig-manager:v0.14.2", "state-mig-manager"),
+                    "state-mig-manager"),
 }
 FIXED_PLUGIN = (0, 17, 4)  # k8s-device-plugin v0.17.4 ignores GB10's "Not Supported" device memory (gpu-operator#1794)
 
@@ -59,10 +59,13 @@ class NodeOperands:
 @dataclass
 class Plan:
     installed: bool
-    chart_done: bool
+    chart_done: bool       # the pinned chart's install Job completed
     spec: dict[str, Any]
     values: dict[str, Any]
     nodes: dict[str, NodeOperands]
+    running: bool = False  # a release runs: the pinned chart's, or the one deployed before a failed upgrade
+    chart: str = ""        # the chart version whose operands run
+    images: dict[str, str] = field(default_factory=dict)  # operand -> image (release table, under the values)
 
 
 def _op(ctx: Context) -> dict[str, Any]:
@@ -89,12 +92,29 @@ def plan(ctx: Context) -> Plan:
     values = ctx.scenario.helm_values()
     installed = bool(op.get("installed", True))
     chart_done = installed and op.get("helm_job", "complete") == "complete"
-    operator_up = chart_done and _override(ctx, "operator").get("state", "running") == "running"
-    nodes = {name: _node_plan(ctx, name, values) if operator_up else NodeOperands() for name in gpu_nodes(ctx)}
-    return Plan(installed, chart_done, spec, values, nodes)
+    # a failed upgrade leaves the release helm deployed before it running (cluster.gpu_operator.deployed_chart)
+    deployed = op.get("deployed_chart")
+    running = chart_done or (installed and deployed is not None)
+    chart = str(deployed or spec.get("version") or "")
+    images = operand_images(ctx, chart, values) if running else {}
+    operator_up = running and _override(ctx, "operator").get("state", "running") == "running"
+    nodes = {name: _node_plan(ctx, name, values, images) if operator_up else NodeOperands() for name in gpu_nodes(ctx)}
+    return Plan(installed, chart_done, spec, values, nodes, running, chart, images)
 
 
-def _node_plan(ctx: Context, name: str, values: dict[str, Any]) -> NodeOperands:
+def operand_images(ctx: Context, chart: str, values: dict[str, Any]) -> dict[str, str]:
+    """The images of chart version `chart` under `values` (the newest known release when the HelmChart pins none)."""
+    table = load_releases()
+    release = table.release(chart) if chart else table.release(table.known()[-1])
+    if release is None or not release.found:
+        key = "deployed_chart" if _op(ctx).get("deployed_chart") else "helmchart.version"
+        raise ValueError(f"cluster.gpu_operator.{key}: {chart!r} has no operand versions in {table.path.name} (known: "
+                         f"{', '.join(table.known())}), so the testbed cannot tell which images it runs")
+    images = chart_images(release, values, table)
+    return {**images, **{short: _override(ctx, short)["image"] for short in OPERANDS if _override(ctx, short).get("image")}}
+
+
+def _node_plan(ctx: Context, name: str, values: dict[str, Any], images: dict[str, str]) -> NodeOperands:
     kube, host = node_kube(ctx, name), host_facts(ctx, name)
     out = NodeOperands()
     removed = {k for k, v in (kube.get("labels") or {}).items() if v is None}
@@ -130,7 +150,7 @@ def _node_plan(ctx: Context, name: str, values: dict[str, Any]) -> NodeOperands:
             toolkit.update(state="crashloop", restarts=8, log=logs.NRI_UNREACHABLE, previous=logs.NRI_UNREACHABLE)
         pods["toolkit"] = _facts(ctx, "toolkit", toolkit)
     toolkit_ready = toolkit_on and pods["toolkit"]["state"] == "running"
-    plugin_image = _override(ctx, "device-plugin").get("image") or _image(values, "devicePlugin")
+    plugin_image = images["device-plugin"]
     memory_unsupported = any(str(g.get("memory", "not-supported")) == "not-supported" for g in host.get("gpus") or [])
     for short in ("device-plugin", "gfd", "dcgm-exporter"):
         if not _enabled(values, OPERANDS[short][2]):
@@ -177,18 +197,6 @@ def _facts(ctx: Context, short: str, derived: dict[str, Any]) -> dict[str, Any]:
     return deep_merge(derived, _override(ctx, short))
 
 
-def _image(values: dict[str, Any], key: str) -> str:
-    short = next(s for s, o in OPERANDS.items() if o[2] == key)
-    default = OPERANDS[short][5]
-    section = values.get(key) or {}
-    repo, image, version = section.get("repository"), section.get("image"), section.get("version")
-    if not (repo or image or version):
-        return default
-    base, tag = default.rsplit(":", 1)
-    drepo, dimage = base.rsplit("/", 1)
-    return f"{repo or drepo}/{image or dimage}:{version or tag}"
-
-
 def install(ctx: Context, world: World, plan_: Plan) -> None:
     """The HelmChart as applied, its install Job and, once it completed, the operator, NFD and each node's operands."""
     op = _op(ctx)
@@ -196,8 +204,8 @@ def install(ctx: Context, world: World, plan_: Plan) -> None:
     helm_state = op.get("helm_job", "complete")
     world.add(components.helmchart(ctx, "gpu-operator", plan_.spec, helm_state))
     components.job(ctx, world, "kube-system", "helm-install-gpu-operator", "rancher/klipper-helm:v0.9.8-build20250709", first,
-                   helm_state, logs.HELM_INSTALL if helm_state == "complete" else "Error: context deadline exceeded\n")
-    if not plan_.chart_done:
+                   helm_state, _helm_log(op, helm_state), env=components.helm_job_env("gpu-operator", plan_.spec))
+    if not plan_.running:
         return
     ns = plan_.spec.get("targetNamespace", "gpu-operator")
     world.add(namespace(ctx, ns, {"pod-security.kubernetes.io/enforce": "privileged"}))
@@ -206,27 +214,27 @@ def install(ctx: Context, world: World, plan_: Plan) -> None:
     policy = _clusterpolicy(ctx, plan_, not_ready)
     components.workload(ctx, world, "Deployment", ns, "gpu-operator",
                         {"app": "gpu-operator", "app.kubernetes.io/component": "gpu-operator", **release}, [], ["gpu-operator"],
-                        f"nvcr.io/nvidia/gpu-operator:{OPERATOR_VERSION}", [first], _override(ctx, "operator"),
+                        plan_.images["operator"], [first], _override(ctx, "operator"),
                         logs={"gpu-operator": logs.operator(policy["status"]["conditions"][0]["message"], bool(not_ready))})
     nfd = {"app.kubernetes.io/name": "node-feature-discovery", **release}
     for role in ("master", "gc"):
         components.workload(ctx, world, "Deployment", ns, f"gpu-operator-node-feature-discovery-{role}", {**nfd, "role": role}, [],
-                            [role if role == "master" else "gc"], NFD_IMAGE, [first], _override(ctx, f"nfd-{role}"))
+                            [role if role == "master" else "gc"], plan_.images["nfd"], [first], _override(ctx, f"nfd-{role}"))
     components.workload(ctx, world, "DaemonSet", ns, "gpu-operator-node-feature-discovery-worker", {**nfd, "role": "worker"}, [],
-                        ["worker"], NFD_IMAGE, list(ctx.scenario.nodes), _override(ctx, "nfd-worker"))
+                        ["worker"], plan_.images["nfd"], list(ctx.scenario.nodes), _override(ctx, "nfd-worker"))
     world.add(policy)
-    for short, (ds, deploy, key, inits, mains, _default, _state) in OPERANDS.items():
+    for short, (ds, deploy, key, inits, mains, _state) in OPERANDS.items():
         if not _enabled(plan_.values, key):
             continue
         targets = [n for n, on in plan_.nodes.items() if short in on.pods]
         per_node = {n: plan_.nodes[n].pods[short] for n in targets}
         components.workload(ctx, world, "DaemonSet", ns, ds, {"app": ds, "app.kubernetes.io/managed-by": "gpu-operator"}, inits,
-                            mains, _override(ctx, short).get("image") or _image(plan_.values, key), targets, {},
-                            node_selector={f"nvidia.com/gpu.deploy.{deploy}": "true"}, logs=logs.component(short),
+                            mains, plan_.images[short], targets, {},
+                            node_selector={f"nvidia.com/gpu.deploy.{deploy}": "true"}, logs=logs.component(short, plan_.images[short]),
                             per_node=per_node, owner=policy)
     for node_name, on in plan_.nodes.items():
         if on.cuda_validator:
-            world.add(_cuda_validator(ctx, ns, node_name, on.cuda_validator))
+            world.add(_cuda_validator(ctx, ns, node_name, on.cuda_validator, plan_.images["validator"]))
     if op.get("runtimeclass_nvidia", False):
         world.add({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "handler": "nvidia",
                    "metadata": meta("nvidia", None, ctx.created, {"app.kubernetes.io/component": "gpu-operator"})})
@@ -237,7 +245,7 @@ def _states_not_ready(plan_: Plan) -> list[str]:
     bad = []
     for short, operand in OPERANDS.items():
         if any(on.pods.get(short, {}).get("state", "running") != "running" for on in plan_.nodes.values() if short in on.pods):
-            bad.append(operand[6])
+            bad.append(operand[5])
     return bad
 
 
@@ -269,19 +277,31 @@ def _clusterpolicy(ctx: Context, plan_: Plan, not_ready: list[str]) -> dict[str,
                                     "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]},
                      "dcgm": {"enabled": bool((values.get("dcgm") or {}).get("enabled", False))},
                      "nodeStatusExporter": {"enabled": bool((values.get("nodeStatusExporter") or {}).get("enabled", False))},
-                     "driver": {"enabled": _enabled(values, "driver"), "kernelModuleType": "auto", "version": "580.126.20"},
-                     "toolkit": {"enabled": _enabled(values, "toolkit"), "version": "v1.19.1"},
+                     "driver": {"enabled": _enabled(values, "driver"), "kernelModuleType": "auto", "version": _tag(plan_, "driver")},
+                     "toolkit": {"enabled": _enabled(values, "toolkit"), "version": _tag(plan_, "toolkit")},
                      "cdi": {"enabled": bool(cdi.get("enabled", True)), "nriPluginEnabled": bool(cdi.get("nriPluginEnabled", False))},
-                     "devicePlugin": {"enabled": _enabled(values, "devicePlugin"), "version": "v0.19.2"},
-                     "gfd": {"enabled": _enabled(values, "gfd"), "version": "v0.19.2"},
+                     "devicePlugin": {"enabled": _enabled(values, "devicePlugin"), "version": _tag(plan_, "device-plugin")},
+                     "gfd": {"enabled": _enabled(values, "gfd"), "version": _tag(plan_, "gfd")},
                      "dcgmExporter": {"enabled": _enabled(values, "dcgmExporter")}, "migManager": {"enabled": _enabled(values, "migManager")},
                      "validator": {"plugin": {"env": [{"name": "WITH_WORKLOAD", "value": "false"}]}}},
             "status": {"namespace": plan_.spec.get("targetNamespace", "gpu-operator"), "state": state, "conditions": [ready, error]}}
 
 
-def _cuda_validator(ctx: Context, ns: str, node_name: str, state: str) -> dict[str, Any]:
+def _tag(plan_: Plan, short: str) -> str:
+    return plan_.images[short].rsplit(":", 1)[-1]
+
+
+def _helm_log(op: dict[str, Any], state: str) -> str:
+    """The helm container's log: installed, or (an upgrade over a deployed release) the upgrade's failure."""
+    if state == "complete":
+        return logs.HELM_INSTALL
+    if op.get("deployed_chart") is not None:
+        return logs.helm_upgrade_failed("gpu-operator")
+    return "Error: context deadline exceeded\n"
+
+
+def _cuda_validator(ctx: Context, ns: str, node_name: str, state: str, image: str) -> dict[str, Any]:
     """The validator's CUDA workload pod (validator/manifests/cuda-workload-validation.yaml)."""
-    image = f"nvcr.io/nvidia/gpu-operator:{OPERATOR_VERSION}"
     init = [c("cuda-validation", image, command=["sh", "-c"], args=["vectorAdd"],
               env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}], securityContext={"privileged": True})]
     made = pod(ctx, rand_name(ctx, "nvidia-cuda-validator"), ns, node_name,

@@ -23,6 +23,14 @@ HELM_INSTALL = (
     "TEST SUITE: None\n"
 )
 
+
+
+def helm_upgrade_failed(name: str) -> str:
+    """klipper-helm's log of an upgrade over a deployed release that failed (k3s-io/klipper-helm `entry`: "Upgrading
+    <name>"; the error as helm prints it when a pre-upgrade hook Job fails, helm/helm#10809)."""
+    return f"Upgrading {name}\nError: UPGRADE FAILED: pre-upgrade hooks failed: job failed: BackoffLimitExceeded\n"
+
+
 # Workload failures of gpu-stack-facts §8: (pod phase, reason, message, log)
 FAILURES: dict[str, dict[str, Any]] = {
     "F24": {"phase": "Failed", "reason": "UnexpectedAdmissionError",
@@ -183,6 +191,11 @@ _COMPONENT_LOGS: dict[str, dict[str, str]] = {
 }
 
 
-def component(short: str) -> dict[str, str]:
-    """Default logs of a GPU Operator component's containers, by container name."""
-    return dict(_COMPONENT_LOGS.get(short, {}))
+def component(short: str, image: str | None = None) -> dict[str, str]:
+    """Default logs of a GPU Operator component's containers, by container name; the version the device plugin and
+    GFD print at start is that of `image` (the one the DaemonSet runs)."""
+    found = dict(_COMPONENT_LOGS.get(short, {}))
+    if image and ":" in image.rsplit("/", 1)[-1]:
+        tag = image.rsplit(":", 1)[-1]
+        found = {name: text.replace('version="v0.19.2"', f'version="{tag}"') for name, text in found.items()}
+    return found

@@ -23,7 +23,7 @@ CLUSTER_KEYS = frozenset({"version", "unreachable", "faults", "cni", "kube_proxy
 # custom resources a scenario may leave unserved (`cluster.crds_absent`): their lists answer 404 as without the CRD
 CRD_PLURALS = frozenset({"helmcharts", "helmchartconfigs", "clusterpolicies", "ciliumnodes"})
 IMAGE_KEYS = frozenset({"arch", "entrypoint", "log"})
-OPERATOR_KEYS = frozenset({"installed", "helmchart", "helm_job", "runtimeclass_nvidia", "components"})
+OPERATOR_KEYS = frozenset({"installed", "helmchart", "helm_job", "runtimeclass_nvidia", "components", "deployed_chart"})
 # The scenario format is a contract (docs/scenarios.md "Format changelog"). Each file names its format in `format`;
 # a file without it was written before the key existed and is read as format 1, the earliest. A key format 2 removed
 # or renamed is refused in any file with a message naming what replaces it; nothing is translated silently.

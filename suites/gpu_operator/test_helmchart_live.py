@@ -86,17 +86,38 @@ def test_live_helmchart_equals_site_manifest(cluster: Any, site: Any, evidence: 
     )
 
 
+def _job_version(job: dict[str, Any]) -> str | None:
+    """The chart version a helm-controller Job installs: its helm container's VERSION (k3s-io/helm-controller)."""
+    containers = (((job.get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers") or []
+    for container in containers:
+        for env in container.get("env") or []:
+            if env.get("name") == "VERSION":
+                return str(env.get("value") or "")
+    return None
+
+
 @pytest.mark.rule("ADR-0002.helmchart-live")
 def test_helm_install_job_completed(cluster: Any, site: Any, evidence: Any) -> None:
     meta = site.helmchart.get("metadata") or {}
     namespace, name = meta.get("namespace", "kube-system"), f"helm-install-{meta.get('name', 'gpu-operator')}"
     jobs = [j for j in cluster.list("jobs", namespace=namespace) if j["metadata"]["name"] == name]
+    live = _live_chart(cluster, site)
+    pinned = ((live or {}).get("spec") or {}).get("version")
     evidence.record(name, [j.get("status") for j in jobs])
     require(jobs, f"{cluster.where}: no Job {namespace}/{name}: helm-controller never installed the chart")
     status = jobs[0].get("status") or {}
+    installs = _job_version(jobs[0])
+    evidence.record(f"chart version {name} installs (its VERSION), and the live HelmChart's", {"job": installs, "helmchart": pinned})
     complete = any(c.get("type") == "Complete" and c.get("status") == "True" for c in status.get("conditions") or [])
     failed = [c.get("message") for c in status.get("conditions") or [] if c.get("type") == "Failed" and c.get("status") == "True"]
+    of = f" (chart {installs})" if installs else ""
     require(complete or (status.get("succeeded") or 0) >= 1, (
-        f"{cluster.where}: Job {namespace}/{name} is not complete (succeeded {status.get('succeeded')}, failed "
+        f"{cluster.where}: Job {namespace}/{name}{of} is not complete (succeeded {status.get('succeeded')}, failed "
         f"{status.get('failed')}{', ' + '; '.join(map(str, failed)) if failed else ''}); see kubectl -n {namespace} logs job/{name}"
+    ))
+    # the Job that completed is that of the version the HelmChart pins (an older one: helm-controller has not run it)
+    require(installs is None or not pinned or installs == pinned, (
+        f"{cluster.where}: Job {namespace}/{name} installed chart {installs}, but the live HelmChart pins {pinned}: "
+        "helm-controller has not run the pinned version's install (is rke2-server's helm-controller running?); see "
+        f"kubectl -n {namespace} describe helmchart {meta.get('name', 'gpu-operator')}"
     ))
