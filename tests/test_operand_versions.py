@@ -3,6 +3,7 @@ upgrade): the table as data, and the comparison on plain objects, without a test
 from __future__ import annotations
 
 import importlib.util
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -210,3 +211,67 @@ def test_a_chart_version_the_table_does_not_give_is_not_applicable_and_says_what
     with pytest.raises(NotApplicable) as unpinned:
         _check()(Cluster(None, "v26.3.2"), Site(), "gpu-operator", Evidence())
     assert "pins no spec.version" in unpinned.value.reason
+
+
+# --- the upgrade rehearsed on the testbed ---------------------------------------------------------------------------
+
+UPGRADED_OPERANDS = {  # provenance key -> (v26.3.2's tag, v26.7.0's tag), from the release table
+    "gpu_operator_chart_version": ("v26.3.2", "v26.7.0"), "gpu_operator_image": ("v26.3.2", "v26.7.0"),
+    "driver_image_version": ("580.126.20", "595.91.07"), "toolkit_version": ("v1.19.1", "v1.20.0"),
+    "device_plugin_version": ("v0.19.2", "v0.20.0"), "gfd_version": ("v0.19.2", "v0.20.0"),
+    "dcgm_exporter_version": ("4.5.3-4.8.2-distroless", "4.6.0-4.8.3-distroless"),
+    "validator_version": ("v26.3.2", "v26.7.0"), "mig_manager_version": ("v0.14.2", "v0.15.0"),
+    "nfd_version": ("v0.18.3", "v0.19.0"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/usr/sbin/sshd").exists(), reason="the testbed needs openssh-server")
+def test_an_upgrade_rehearsal_names_every_operands_old_and_new_version_and_a_half_done_one_names_the_chart_alone(tmp_path):
+    """The README's after-upgrade run (`-m gpu --dgxspark-baseline`), rehearsed: a finished upgrade to v26.7.0 is
+    ACCEPTED with each operand's version change in its drift; the half-done one regresses helmchart-live and its drift
+    shows the chart's version moved while no operand did."""
+    from tests.test_e2e import run_suite
+
+    for sub in ("handover", "upgraded", "half"):
+        (tmp_path / sub).mkdir()
+    first, handover = run_suite(tmp_path / "handover", "--testbed", "healthy")
+    assert handover["verdict"] == "ACCEPTED", first.stdout[-3000:]
+    baseline = str((tmp_path / "handover" / "reports" / "latest").resolve())
+    upgraded = tmp_path / "scn"
+    upgraded.mkdir()
+    (upgraded / "scenario.yaml").write_text(
+        "format: 2\ndescription: healthy after the GPU Operator's upgrade to v26.7.0\nextends: healthy\n"
+        "cluster: {gpu_operator: {helmchart: {version: v26.7.0}}}\nexpect: {rules: {}, root_causes: []}\n")
+    # tirosh-home after the upgrade of its manifest to v26.7.0 (the baseline's site, by name)
+    site = tmp_path / "tirosh-home"
+    shutil.copytree(REPO / "pytest_dgxspark/testbed/scenarios/half-done-upgrade/site", site)
+    proc, doc = run_suite(tmp_path / "upgraded", "--testbed", str(upgraded), "--site", str(site), "-m", "gpu",
+                          "--dgxspark-baseline", baseline)
+    assert doc["verdict"] == "ACCEPTED" and doc["drift"]["status_changes"] == [], proc.stdout[-3000:]
+    changes = {c["key"]: (c["from"], c["to"]) for c in doc["drift"]["provenance"] if c["node"] is None}
+    assert changes == UPGRADED_OPERANDS
+    assert "cluster: toolkit_version: v1.19.1 -> v1.20.0" in proc.stdout
+    proc, doc = run_suite(tmp_path / "half", "--testbed", "half-done-upgrade", "--site", str(site), "-m", "gpu",
+                          "--dgxspark-baseline", baseline)
+    assert doc["verdict"] == "REJECTED" and doc["root_causes"] == ["ADR-0002.helmchart-live"], proc.stdout[-3000:]
+    assert {"rule": "ADR-0002.helmchart-live", "from": "passed", "to": "failed"} in doc["drift"]["regressed"]
+    assert [(c["key"], c["from"], c["to"]) for c in doc["drift"]["provenance"] if c["node"] is None] == [
+        ("gpu_operator_chart_version", "v26.3.2", "v26.7.0")]
+    said = next(t["message"] for r in doc["rules"] if r["id"] == "ADR-0002.helmchart-live" for t in r["tests"]
+                if t["nodeid"].endswith("test_operands_run_the_versions_of_the_pinned_chart"))
+    assert "toolkit runs v1.19.1 (DaemonSet gpu-operator/nvidia-container-toolkit-daemonset), the chart gives v1.20.0" in said
+
+
+def test_provenance_records_each_operands_version_under_its_own_key():
+    from pytest_dgxspark.probes.provenance import cluster_facts
+
+    lists = {"daemonsets": workloads("v26.3.2")["DaemonSet"], "deployments": workloads("v26.3.2")["Deployment"],
+             "helmcharts": [{"metadata": {"name": "gpu-operator"}, "spec": {"version": "v26.3.2"}}]}
+
+    class Cached:
+        def cached(self, kind: str) -> list[dict[str, Any]] | None:
+            return lists.get(kind)
+
+    facts = cluster_facts(Cached())
+    assert {k: facts[k] for k in UPGRADED_OPERANDS} == {k: old for k, (old, _new) in UPGRADED_OPERANDS.items()}

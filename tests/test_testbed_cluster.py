@@ -388,8 +388,10 @@ def test_extends_merges_maps_replaces_lists_and_null_deletes() -> None:
     over = {"a": {"b": 2, "c": [3], "d": None}}
     assert deep_merge(base, over) == {"a": {"b": 2, "c": [3]}, "keep": True}
     s = load("device-plugin-crashloop")
-    assert s.cluster["gpu_operator"]["components"]["device-plugin"]["image"].endswith(":v0.17.1")
-    assert s.cluster["gpu_operator"]["helmchart"]["version"] == "v26.3.2" and s.nodes["gpu-01"]["kube"]["ready"] is True
+    chart = s.cluster["gpu_operator"]["helmchart"]
+    assert "devicePlugin:\n  version: v0.17.1" in chart["valuesContent"]  # its own values replace healthy's
+    assert chart["repo"] == "https://helm.ngc.nvidia.com/nvidia"  # the rest of healthy's HelmChart is kept
+    assert chart["version"] == "v26.3.2" and s.nodes["gpu-01"]["kube"]["ready"] is True
     assert s.management["registered"] is True
     assert s.expect["root_causes"] == ["ADR-0002.operator-components"]
 

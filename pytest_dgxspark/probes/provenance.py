@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from pytest_dgxspark.catalog.releases import running_operands
 from pytest_dgxspark.data.values import image_tag
 from pytest_dgxspark.probes.nvidia_driver import DRIVER_VERSION_FILE, SMI_HEADER, parse_proc_driver_version
 from pytest_dgxspark.probes.system import ARCH, DGX_RELEASE, KERNEL, OS_RELEASE, parse_os_release
@@ -19,6 +20,10 @@ MACHINE = ("for f in " + " ".join(DMI_FILES) + "; do printf '%s=' \"$f\"; "
            "cat /sys/class/dmi/id/\"$f\" 2>/dev/null || echo; done")
 HOST_FACTS = (OS_RELEASE, DGX_RELEASE, KERNEL, ARCH, DRIVER_VERSION_FILE, MACHINE)
 CLUSTER_KINDS = ("nodes", "namespaces", "daemonsets", "deployments", "helmcharts")
+
+# Each GPU Operator operand's image tag under its own key (a rehearsal's drift names each one's old and new version);
+# the operator's and the device plugin's keep the names baselines already carry.
+OPERAND_KEYS = {"operator": "gpu_operator_image", "device-plugin": "device_plugin_version", "driver": "driver_image_version"}
 
 _CUDA = re.compile(r"CUDA (?:UMD )?Version:\s*([0-9.]+)")  # R610+ prints "CUDA UMD Version" (captures/b200-nvidia-smi.txt)
 
@@ -118,7 +123,10 @@ def cluster_facts(cluster: Any) -> dict[str, Any]:
             "cuda_version": labels.get("nvidia.com/cuda.runtime-version.full"),
             "gpu_product": labels.get("nvidia.com/gpu.product"),
         }
+    operands = {OPERAND_KEYS.get(name, name.replace("-", "_") + "_version"): found.tag for name, found in
+                running_operands({"DaemonSet": daemonsets, "Deployment": deployments}).items()}
     return {
+        **operands,
         "cluster_uid": kube_system["metadata"].get("uid") if kube_system else None,
         "server": getattr(cluster, "_api", None) and cluster.api.configuration.host,
         "gpu_operator_chart_version": ((chart or {}).get("spec") or {}).get("version") or operator_tag,

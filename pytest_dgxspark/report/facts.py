@@ -11,7 +11,8 @@ ORDER = (
     "dgx_os", "os", "os_image", "kernel", "arch", "driver", "nvidia_driver", "driver_flavour",
     "nvidia_driver_flavour", "cuda", "cuda_version", "rke2", "rke2_version", "containerd", "containerd_version",
     "cilium", "cilium_version", "gpu_operator_chart", "gpu_operator_chart_version", "gpu_operator_image",
-    "device_plugin", "device_plugin_version", "gpu_product", "kubernetes", "cluster_uid", "uid", "server", "address",
+    "device_plugin", "device_plugin_version", "gfd_version", "toolkit_version", "dcgm_exporter_version", "validator_version",
+    "mig_manager_version", "nfd_version", "driver_image_version", "gpu_product", "kubernetes", "cluster_uid", "uid", "server", "address",
 )
 
 
