@@ -157,11 +157,15 @@ def test_the_helmcharts_set_is_laid_over_its_values():
 
 # --- the check itself, on stand-ins for the cluster and the site ---------------------------------------------------
 
-def _check() -> Any:
-    spec = importlib.util.spec_from_file_location("operand_versions_check", REPO / "suites/gpu_operator/test_operand_versions.py")
+def _suite_function(path: str, name: str) -> Any:
+    spec = importlib.util.spec_from_file_location(f"suite_{Path(path).stem}", REPO / path)
     module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module.test_operands_run_the_versions_of_the_pinned_chart
+    return getattr(module, name)
+
+
+def _check() -> Any:
+    return _suite_function("suites/gpu_operator/test_operand_versions.py", "test_operands_run_the_versions_of_the_pinned_chart")
 
 
 class Cluster:
@@ -275,3 +279,32 @@ def test_provenance_records_each_operands_version_under_its_own_key():
 
     facts = cluster_facts(Cached())
     assert {k: facts[k] for k in UPGRADED_OPERANDS} == {k: old for k, (old, _new) in UPGRADED_OPERANDS.items()}
+
+
+def _job(version: str, state: str) -> dict[str, Any]:
+    from pytest_dgxspark.testbed.components import helm_job_env
+
+    conditions = {"complete": [{"type": "Complete", "status": "True"}],
+                  "failed": [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded",
+                              "message": "Job has reached the specified backoff limit"}]}[state]
+    return {"metadata": {"name": "helm-install-gpu-operator", "namespace": "kube-system"},
+            "spec": {"template": {"spec": {"containers": [
+                {"name": "helm", "env": helm_job_env("gpu-operator", {"version": version, "chart": "gpu-operator"})}]}}},
+            "status": {"conditions": conditions, **({"succeeded": 1} if state == "complete" else {"failed": 1})}}
+
+
+@pytest.mark.parametrize(("job", "said"), [
+    (_job("v26.7.0", "failed"), "Job kube-system/helm-install-gpu-operator (chart v26.7.0) is not complete (succeeded "
+                                "None, failed 1, Job has reached the specified backoff limit)"),
+    (_job("v26.3.2", "complete"), "Job kube-system/helm-install-gpu-operator installed chart v26.3.2, but the live "
+                                  "HelmChart pins v26.7.0: helm-controller has not run the pinned version's install"),
+], ids=["failed", "an-earlier-versions-job"])
+def test_the_install_job_must_be_the_pinned_versions_and_complete(job, said):
+    cluster = Cluster("v26.7.0", "v26.3.2")
+    cluster.lists["jobs"] = [job]
+    with pytest.raises(pytest.fail.Exception) as failed:
+        _suite_function("suites/gpu_operator/test_helmchart_live.py", "test_helm_install_job_completed")(
+            cluster, Site(), Evidence())
+    assert said in str(failed.value)
+    cluster.lists["jobs"] = [_job("v26.7.0", "complete")]
+    _suite_function("suites/gpu_operator/test_helmchart_live.py", "test_helm_install_job_completed")(cluster, Site(), Evidence())
