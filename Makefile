@@ -19,7 +19,7 @@ PYTEST_ARGS ?=
 SYSTEM_PACKAGES := openssh-server openssh-client gcc libc6-dev iproute2 procps util-linux chromium poppler-utils fonts-noto-cjk
 SYSTEM_BINARIES := /usr/sbin/sshd /usr/bin/ssh gcc ip ps unshare chromium pdftotext
 
-.PHONY: help setup system-deps controlplane demo test test-fast lint conformance bench clean site-given
+.PHONY: help setup system-deps controlplane demo test test-fast test-provisioning lint conformance bench clean site-given
 
 help: ## list every target with one line (this list)
 	@awk 'BEGIN {FS = ":[^#]*## "} /^[A-Za-z0-9_.\/-]+:[^=]*## / {printf "make %-26s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -55,8 +55,11 @@ demo: setup ## the whole suite against a simulated DGX Spark [SCENARIO=healthy];
 	else echo "demo: this run wrote no bundle (pytest exit $$status)" >&2; [ $$status -ne 0 ] || status=3; fi; \
 	exit $$status
 
-test: setup lint ## the project's own tests (what CI runs): lint, then every test
-	$(PYTEST) tests -q -p no:cacheprovider $(PYTEST_ARGS)
+test: setup lint ## the project's own tests (what CI runs, with test-provisioning): lint, then every test but the Ansible runs
+	$(PYTEST) tests -q -p no:cacheprovider -m "not (slow and provisioning)" $(PYTEST_ARGS)
+
+test-provisioning: setup ## the provisioning's Ansible and make runs against fake hosts over real SSH (CI runs it after make test)
+	$(PYTEST) tests -q -p no:cacheprovider -m "slow and provisioning" $(PYTEST_ARGS)
 
 test-fast: setup ## the edit-test loop: unit and pytester tests without the slow ones (-m "not slow": no suite run against a testbed)
 	$(PYTEST) tests -q -p no:cacheprovider -m "not slow" $(PYTEST_ARGS)

@@ -25,6 +25,10 @@ import yaml
 
 from tests.loopback import free_port
 
+# Every test here that runs Ansible or make against fake hosts (its `slow` ones) is `make test-provisioning`'s:
+# `make test` leaves them out (a first install alone took 99 s here at load 10); .ci/run runs both.
+pytestmark = pytest.mark.provisioning
+
 REPO = Path(__file__).resolve().parents[1]
 PROVISIONING = REPO / "provisioning"
 PLAYBOOKS = PROVISIONING / "playbooks"

@@ -14,6 +14,10 @@ import pytest
 from tests.loopback import free_port
 from tests.test_provisioning import SCRIPT_SHA256, local_run, node_root
 
+# Every test here that runs Ansible or make against fake hosts (its `slow` ones) is `make test-provisioning`'s:
+# `make test` leaves them out (a first install alone took 99 s here at load 10); .ci/run runs both.
+pytestmark = pytest.mark.provisioning
+
 REPO = Path(__file__).resolve().parents[1]
 
 
