@@ -308,3 +308,14 @@ def test_the_install_job_must_be_the_pinned_versions_and_complete(job, said):
     assert said in str(failed.value)
     cluster.lists["jobs"] = [_job("v26.7.0", "complete")]
     _suite_function("suites/gpu_operator/test_helmchart_live.py", "test_helm_install_job_completed")(cluster, Site(), Evidence())
+
+
+def test_a_scenario_at_a_chart_version_the_table_does_not_give_is_refused_before_bring_up_naming_the_key(tmp_path):
+    from pytest_dgxspark.testbed import scenario, scenariocheck
+
+    (tmp_path / "scenario.yaml").write_text(
+        "format: 2\ndescription: upgraded past the table\nextends: healthy\n"
+        "cluster: {gpu_operator: {helm_job: failed, deployed_chart: v26.7.2, helmchart: {version: v26.7.0}}}\n")
+    problems = scenariocheck.bring_up_problems(scenario.load(tmp_path))
+    assert len(problems) == 1 and "cluster.gpu_operator.deployed_chart: 'v26.7.2' has no operand versions in " \
+        "gpu-operator-releases.yaml (known: v26.3.0, v26.3.1, v26.3.2, v26.3.3, v26.7.0)" in problems[0]
