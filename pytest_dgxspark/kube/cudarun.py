@@ -25,7 +25,7 @@ REQUEST_TIMEOUT = (10, 30)
 # The sample's per-node requests (pod create, log, diagnostics) in flight at once: 16 nodes cost about one round
 # trip, not 16. Never more than the client's connection pool holds (5 per CPU), which would open and drop extras.
 REQUESTS_AT_ONCE = 16
-leftovers_key = pytest.StashKey["CudaRun"]()
+leftovers_key = pytest.StashKey["list[CudaRun]"]()  # every namespace the run made, in order
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -104,10 +104,12 @@ def _lease_alive(lease: Any, now: float) -> bool:
 class CudaRun:
     """The run's dgxspark-cuda-<runid> namespace with its Lease; `create()` also deals with earlier runs' leftovers."""
 
-    def __init__(self, cluster: Any, run_id: str, stale_after_s: int, wait_s: int) -> None:
+    def __init__(self, cluster: Any, run_id: str, stale_after_s: int, wait_s: int, purpose: str = "") -> None:
         self.cluster = cluster
         self.run_id = run_id.lower()
-        self.name = f"dgxspark-cuda-{self.run_id}"[:63].rstrip("-")
+        # one namespace per check of the run (the CUDA sample's has no purpose; the isolation checks name theirs), so a
+        # check never meets the previous check's namespace still terminating
+        self.name = (f"dgxspark-cuda-{self.run_id}" + (f"-{purpose}" if purpose else ""))[:63].rstrip("-")
         self.stale_after_s = stale_after_s  # a namespace without a live Lease older than this is provably gone
         self.wait_s = wait_s
         self.labels = {**MANAGED_BY, RUN_LABEL: self.run_id}
@@ -213,7 +215,9 @@ class CudaRun:
         selector = ",".join(f"{k}={v}" for k, v in MANAGED_BY.items())
         listed = self.cluster.call(self.cluster.core.list_namespace, label_selector=selector,
                                    _request_timeout=REQUEST_TIMEOUT)
-        return [ns for ns in listed.items if ns.metadata.name != self.name and ns.metadata.name.startswith("dgxspark-cuda-")]
+        # this run's other namespaces (another check's, deleted before this one began) are no other run's
+        return [ns for ns in listed.items if ns.metadata.name != self.name and ns.metadata.name.startswith("dgxspark-cuda-")
+                and (ns.metadata.labels or {}).get(RUN_LABEL) != self.run_id]
 
     def _alive(self, namespace: Any, now: float) -> tuple[bool, str]:
         """Whether the run that made `namespace` provably still lives (its Lease renewed), and why."""
@@ -290,13 +294,13 @@ class CudaRun:
             busy = self.live_others()
 
 
-def leftover_report(run: CudaRun | None) -> list[dict[str, str]]:
-    """results.json `leftover_namespaces`: earlier runs' namespaces, and ours when its deletion failed."""
-    if run is None:
-        return []
-    report = [left.as_dict() for left in run.leftovers]
-    if run.created and not run.deleted:
-        report.append({"namespace": run.name, "run_id": run.run_id, "created": "",
-                       "state": f"this run's: not deleted ({run.delete_error or 'the run ended before its teardown'}); "
-                                "the next run removes it once its Lease expires"})
+def leftover_report(runs: CudaRun | list[CudaRun] | None) -> list[dict[str, str]]:
+    """results.json `leftover_namespaces`: earlier runs' namespaces (each once), and ours when a deletion failed."""
+    report: list[dict[str, str]] = []
+    for run in [runs] if isinstance(runs, CudaRun) else runs or []:
+        report += [left.as_dict() for left in run.leftovers if left.as_dict() not in report]
+        if run.created and not run.deleted:
+            report.append({"namespace": run.name, "run_id": run.run_id, "created": "",
+                           "state": f"this run's: not deleted ({run.delete_error or 'the run ended before its teardown'}); "
+                                    "the next run removes it once its Lease expires"})
     return report

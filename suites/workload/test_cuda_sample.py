@@ -6,127 +6,19 @@ import time
 from typing import Any
 
 import pytest
-from kubernetes import watch
-from kubernetes.client.exceptions import ApiException
 
 from pytest_dgxspark.checking import require
 from pytest_dgxspark.kube.cudarun import per_pod, requests_at_once
-from pytest_dgxspark.kube.objects import node_taints
-from pytest_dgxspark.kube.podstate import PodStory, pod_story, status_message
-from pytest_dgxspark.targets.connections import transient
-
-TERMINAL = ("Succeeded", "Failed")
-
-
-def cuda_pod(name: str, image: str, node: dict[str, Any]) -> dict[str, Any]:
-    """The CUDA sample pod for one node: limits nvidia.com/gpu: 1, pinned by hostname, tolerating the node's taints."""
-    hostname = (node["metadata"].get("labels") or {}).get("kubernetes.io/hostname", node["metadata"]["name"])
-    tolerations = [
-        {"key": t.key, "operator": "Equal" if t.value else "Exists", **({"value": t.value} if t.value else {}), "effect": t.effect}
-        for t in node_taints(node) if t.effect in ("NoSchedule", "NoExecute") and not t.key.startswith("node.kubernetes.io/")
-    ] + [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
-    return {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "pytest-dgxspark", "app": "cuda-vectoradd"}},
-        "spec": {
-            "restartPolicy": "Never",
-            "nodeSelector": {"kubernetes.io/hostname": hostname},
-            "tolerations": tolerations,
-            "containers": [{
-                "name": "cuda-vectoradd", "image": image,
-                "resources": {"limits": {"nvidia.com/gpu": "1"}},
-                "securityContext": {"allowPrivilegeEscalation": False, "seccompProfile": {"type": "RuntimeDefault"}},
-            }],
-        },
-    }
-
-
-# Waiting reasons a pod does not leave by itself: the sample has failed, waiting out the timeout tells nothing more
-STUCK = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull", "CrashLoopBackOff",
-                   "CreateContainerError", "CreateContainerConfigError", "RunContainerError"})
-
-
-def _stuck_reason(pod: Any) -> str | None:
-    for cs in (pod.status.init_container_statuses or []) + (pod.status.container_statuses or []):
-        waiting = cs.state.waiting if cs.state else None
-        if waiting is not None and waiting.reason in STUCK:
-            return waiting.reason
-    return None
-
-
-def _done(pod: Any) -> bool:
-    return pod.status is not None and (pod.status.phase in TERMINAL or _stuck_reason(pod) is not None)
-
-
-def watch_until_done(cluster: Any, namespace: str, names: set[str], timeout_s: int) -> dict[str, str]:
-    """Watch the namespace's pods until every named pod is Succeeded/Failed, stuck (ErrImagePull, CrashLoopBackOff...)
-    or the timeout; returns name -> phase (or 'Pending/<reason>' for a stuck pod).
-
-    Lists and watches retry transient API errors; a watch cut short (410 Gone, a 5xx) lists again.
-    """
-    core = cluster.core
-    phases: dict[str, str] = {}
-    done: set[str] = set()
-
-    def seen(pod: Any) -> None:
-        reason = _stuck_reason(pod)
-        phases[pod.metadata.name] = pod.status.phase if reason is None or pod.status.phase in TERMINAL else \
-            f"{pod.status.phase} ({reason})"
-        if _done(pod):
-            done.add(pod.metadata.name)
-        else:
-            done.discard(pod.metadata.name)
-
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and not names <= done:
-        listing = cluster.call(core.list_namespaced_pod, namespace, _request_timeout=(10, 30))
-        for pod in listing.items:
-            seen(pod)
-        remaining = int(deadline - time.monotonic())
-        if names <= done or remaining < 1:
-            break
-        stream = watch.Watch()
-        try:
-            for event in stream.stream(core.list_namespaced_pod, namespace, resource_version=listing.metadata.resource_version,
-                                       timeout_seconds=min(remaining, 60), _request_timeout=(10, min(remaining, 60) + 10)):
-                seen(event["object"])
-                if names <= done:
-                    stream.stop()
-        except ApiException as error:
-            if error.status != 410 and not transient(error):  # 410 Gone: the resource version expired; list again
-                raise
-    return phases
-
-
-def read_log(cluster: Any, namespace: str, name: str) -> tuple[str, str | None]:
-    """(log, None), or ('', 'no log: <why>') when the API has none (a container that never started answers 400)."""
-    try:
-        return cluster.call(cluster.core.read_namespaced_pod_log, name, namespace, tail_lines=40, _request_timeout=(10, 30)), None
-    except ApiException as error:
-        return "", f"no log: HTTP {error.status}: {status_message(error)}"
-
-
-def pod_diagnostics(cluster: Any, namespace: str, name: str) -> PodStory | str:
-    """The pod's story (phase, container states, logs current and previous, events), or why it cannot be read."""
-    try:
-        pod = cluster.call(cluster.core.read_namespaced_pod, name, namespace, _request_timeout=(10, 30))
-    except ApiException as error:
-        return f"pod {name} unreadable: HTTP {error.status}: {status_message(error)}"
-    return pod_story(cluster, cluster.core.api_client.sanitize_for_serialization(pod))
-
-
-def why_not_passed(result: dict[str, Any], timeout_s: int) -> str:
-    """What was seen of one sample pod that did not pass, in plain words."""
-    story = result.get("story")
-    phase = result.get("phase")
-    if phase == "Succeeded":
-        return (f"pod {result['pod']} Succeeded but its log has no 'Test PASSED'; last lines: "
-                f"{result.get('log', '')[-300:]!r}")
-    if not isinstance(story, PodStory):
-        return f"pod {result['pod']} {phase or 'never seen'}: {story}"
-    if phase in TERMINAL or (phase or "").endswith(")"):
-        return f"pod {story.summary()} (seen {result.get('seconds')} s after its creation)"
-    return f"pod {story.summary()} (still not done after the {timeout_s} s timeout)"
+from pytest_dgxspark.kube.podrun import (
+    TERMINAL,
+    create_pod,
+    cuda_pod,
+    pod_diagnostics,
+    read_log,
+    watch_until_done,
+    why_not_passed,
+)
+from pytest_dgxspark.kube.podstate import PodStory
 
 
 @pytest.mark.rule("ADR-0002.cuda-sample")
@@ -171,12 +63,3 @@ def test_cuda_sample_pod_passes_on_every_gpu_node(
     require(failed == [], (
         f"{cluster.where}: the CUDA sample ({image}) did not pass: " + " | ".join(failed)
     ))
-
-
-def create_pod(cluster: Any, namespace: str, body: dict[str, Any]) -> None:
-    """Create the sample pod, retrying transient errors; 409 means an attempt whose answer was lost created it."""
-    try:
-        cluster.call(cluster.core.create_namespaced_pod, namespace, body, _request_timeout=(10, 30))
-    except ApiException as error:
-        if error.status != 409:
-            raise
