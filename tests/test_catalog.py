@@ -43,11 +43,28 @@ def entry(rid: str, deps: str = "[]", extra: str = "") -> str:
     return GOOD.replace("X.a", rid).replace("depends_on: []", f"depends_on: {deps}") + extra
 
 
+# The judged rules beyond the ADRs (catalog/beyond.yaml, issue 22): their own prefix, beside the 30
+BEYOND_IDS = {"workload": ["SPARK.gpu-isolation-unrequested", "SPARK.gpu-isolation-allocated"]}
+
+
 def test_the_catalog_holds_exactly_the_30_design_ids_in_their_layers():
     catalog = load_catalog()
-    assert len(catalog) == 30
+    assert len([rid for rid in catalog.rules if rid.startswith("ADR-")]) == 30
     for layer, ids in DESIGN_IDS.items():
-        assert sorted(r.id for r in catalog.rules.values() if r.layer == layer) == sorted(ids)
+        assert sorted(r.id for r in catalog.rules.values() if r.layer == layer and r.id.startswith("ADR-")) == sorted(ids)
+
+
+def test_the_judged_rules_beyond_the_adrs_sit_in_their_layers_on_the_gpu_chain():
+    catalog = load_catalog()
+    beyond = {rid: r for rid, r in catalog.rules.items() if not rid.startswith("ADR-")}
+    assert sorted(beyond) == sorted(rid for ids in BEYOND_IDS.values() for rid in ids)
+    assert len(catalog) == 30 + len(beyond)
+    for layer, ids in BEYOND_IDS.items():
+        for rid in ids:
+            rule = beyond[rid]
+            assert (rule.layer, rule.kind, rule.adr, rule.gpu) == (layer, "required", "beyond", True)
+            assert rule.source.endswith("beyond.yaml") and rule.remediation and rule.remediation_ko
+            assert "ADR-0002.cuda-sample" in rule.depends_on
 
 
 ADR_FILES = {"0001": "002_303a77f9d5d17f7a.txt", "0002": "000_9a3a3bc7233e2810.txt"}
@@ -69,8 +86,8 @@ def test_every_rule_quotes_its_adr_verbatim_in_korean():
     missing = [name for name in ADR_FILES.values() if not (folder / name).is_file()]
     assert missing == [], f"{folder}: ADR files missing: {missing}"
     text = {adr: (folder / name).read_text(encoding="utf-8") for adr, name in ADR_FILES.items()}
-    unquoted = [rule.id for rule in load_catalog().rules.values()
-                if rule.statement_ko.split(" … ")[0] not in text[rule.adr]]
+    unquoted = [rule.id for rule in load_catalog().rules.values() if rule.id.startswith("ADR-")  # beyond.yaml: no ADR
+                and rule.statement_ko.split(" … ")[0] not in text[rule.adr]]
     assert unquoted == [], "not quoted verbatim from their ADR"
 
 
@@ -93,6 +110,7 @@ def test_the_gpu_chain_is_the_adr_0002_layer_chain():
     assert gpu == {
         "ADR-0002.host-driver", "ADR-0002.host-nvml", "ADR-0002.driver-source", "ADR-0002.gpu-injection",
         *DESIGN_IDS["gpu-operator"], "ADR-0002.node-gpu-labels", "ADR-0002.allocatable", "ADR-0002.cuda-sample",
+        *BEYOND_IDS["workload"],  # GPU isolation: re-checked by pytest -m gpu after an upgrade
     }
 
 

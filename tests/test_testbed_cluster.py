@@ -24,7 +24,7 @@ kubernetes = pytest.importorskip("kubernetes")
 from kubernetes import client, config, watch  # noqa: E402
 
 VECTORADD_LOG = Path("/work/shared/reference/cuda-vectoradd-logs.txt")
-RULE_IDS_HINT = ("ADR-0001.", "ADR-0002.")
+RULE_IDS_HINT = ("ADR-0001.", "ADR-0002.", "SPARK.")
 
 
 def _up(tmp: Path, scenario: str | Path) -> Testbed:

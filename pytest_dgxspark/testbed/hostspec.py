@@ -54,6 +54,9 @@ DEFAULTS: dict[str, Any] = {
     "files": {},
     "containerd_socket": True,
     "nri": True,
+    # the CRI's default runtime in RKE2's generated containerd config (RKE2's own: runc; an nvidia one runs every pod
+    # through the nvidia runtime, which honours NVIDIA_VISIBLE_DEVICES: testbed/containers.py)
+    "containerd_default_runtime": "runc",
     # /etc/rancher/rke2/config.yaml as tirosh-home's provisioning writes it; node_labels/node_taints become
     # node-label/node-taint. The scenario's own data: never read from --site, so a changed site shows drift.
     "rke2_config": {"write-kubeconfig-mode": "0600", "node-name": "{hostname}", "cni": "cilium", "disable-kube-proxy": False},

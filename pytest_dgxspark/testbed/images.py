@@ -9,11 +9,13 @@ from pytest_dgxspark.testbed.logs import VECTORADD
 # Real images and facts (gpu-stack-facts §7): the GPU Operator docs' CUDA sample is multi-arch and runs on aarch64
 # (GH200, CSCS docs); cuda-sample:nbody claims multi-arch but its binary fails on arm64 with "exec format error"
 # (kubernetes-sigs/dra-driver-nvidia-gpu PR#163); busybox 1.36 is a multi-arch Docker official image.
+CUDA_ENV = {"NVIDIA_VISIBLE_DEVICES": "all", "NVIDIA_DRIVER_CAPABILITIES": "compute,utility"}
 DEFAULT_IMAGES: dict[str, dict[str, Any]] = {
     "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0-ubuntu22.04": {
-        "arch": ["amd64", "arm64"], "entrypoint": "/cuda-samples/vectorAdd", "log": VECTORADD},
-    "nvcr.io/nvidia/k8s/cuda-sample:nbody": {"arch": ["amd64"], "entrypoint": "/cuda-samples/nbody", "log": ""},
-    "docker.io/library/busybox:1.36": {"arch": ["amd64", "arm64"], "entrypoint": "/bin/sh", "log": ""},
+        "arch": ["amd64", "arm64"], "entrypoint": "/cuda-samples/vectorAdd", "log": VECTORADD, "env": CUDA_ENV},
+    "nvcr.io/nvidia/k8s/cuda-sample:nbody": {"arch": ["amd64"], "entrypoint": "/cuda-samples/nbody", "log": "",
+                                             "env": CUDA_ENV},
+    "docker.io/library/busybox:1.36": {"arch": ["amd64", "arm64"], "entrypoint": "/bin/sh", "log": "", "shell": "busybox"},
 }
 ALL_ARCHES = ["amd64", "arm64"]
 

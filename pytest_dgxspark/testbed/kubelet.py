@@ -7,6 +7,7 @@ import time
 import uuid
 from typing import Any
 
+from pytest_dgxspark.testbed import containers
 from pytest_dgxspark.testbed import images as catalogue
 from pytest_dgxspark.testbed import logs as texts
 from pytest_dgxspark.testbed.podshape import conditions, running_status, terminated_status, ts, waiting_status
@@ -45,6 +46,8 @@ class Kubelet:
         self.store, self.workload, self.logs = store, workload or {}, logs
         self.step = float(step_s if step_s is not None else self.workload.get("step_s", 0.15))
         self.images: dict[str, dict[str, Any]] = self.workload.get("images") or catalogue.catalogue(None, [])
+        self.devices: dict[str, dict[str, Any]] = self.workload.get("devices") or {}
+        self.allocated: dict[str, tuple[str, list[str]]] = {}  # pod key -> (node, the GPU UUIDs the device plugin gave it)
         self._lock = threading.Lock()
 
     # --- scheduler -------------------------------------------------------------------------------------------
@@ -139,6 +142,7 @@ class Kubelet:
                                               "lastTransitionTime": ts(created)}]
             if self._update(pod, bind) is None:
                 return
+            self._allocate(pod, node_name)
         self.event(pod, "Normal", "Scheduled", f"Successfully assigned {md.get('namespace', 'default')}/{md['name']} to {node_name}",
                    "default-scheduler")
         node = self.store.get("/nodes", "", node_name) or {}
@@ -177,6 +181,9 @@ class Kubelet:
                             "containerStatuses": [waiting_status(c, failure["waiting"], failure["message"]) for c in mains]})
             self.event(pod, "Warning", "Failed", f"Error: {failure['message']}", "kubelet", node_name)
             return
+        ran = None if failure else self._shell(mains, entries, node_name, key)
+        if ran is not None:  # a `sh -c` the simulation runs: it ends with its own exit status, whatever the outcome
+            outcome, failure = ("succeeded", {}) if ran[1] == 0 else ("failed", {"exit_code": ran[1], "log": ran[0]})
         for c in mains:
             self.event(pod, "Normal", "Created", f"Created container: {c['name']}", "kubelet", node_name)
             self.event(pod, "Normal", "Started", f"Started container {c['name']}", "kubelet", node_name)
@@ -187,7 +194,8 @@ class Kubelet:
         if ready is None or outcome == "running":
             return
         time.sleep(float(self.workload.get("run_s", self.step * 2)))
-        log = failure.get("log") if failure else self.workload.get("log", (entries[0] or {}).get("log", ""))
+        log = ran[0] if ran is not None else failure.get("log") if failure else \
+            self.workload.get("log", (entries[0] or {}).get("log", ""))
         for c in mains:
             self.logs[f"{key}/{c['name']}"] = log or ""
         exit_code = int(failure.get("exit_code", 1)) if failure else 0
@@ -206,6 +214,26 @@ class Kubelet:
                         "conditions": self._conds(pod, created, False), "containerStatuses": back_off})
         self.event(pod, "Warning", "BackOff", f"Back-off restarting failed container {mains[0]['name']} in pod "
                    f"{md['name']}_{md.get('namespace', 'default')}({md['uid']})", "kubelet", node_name)
+
+    def _allocate(self, pod: dict[str, Any], node_name: str) -> None:
+        """The device plugin's allocation: the pod's nvidia.com/gpu as GPU UUIDs of the node that no live pod holds."""
+        want = gpu_request(pod)
+        if not want:
+            return
+        md = pod["metadata"]
+        live = {f"{(p['metadata'].get('namespace') or 'default')}/{p['metadata']['name']}" for p in self.store.list("/pods")[0]
+                if (p.get("status") or {}).get("phase") not in DONE_PHASES}
+        held = {u for k, (n, uuids) in self.allocated.items() if n == node_name and k in live for u in uuids}
+        free = [g["uuid"] for g in (self.devices.get(node_name) or {}).get("gpus") or [] if g["uuid"] not in held]
+        self.allocated[f"{md.get('namespace', 'default')}/{md['name']}"] = (node_name, free[:want])
+
+    def _shell(self, mains: list[dict[str, Any]], entries: list[Any], node_name: str, key: str) -> tuple[str, int] | None:
+        """(log, exit status) of a single container running `sh -c` of plain commands, with the GPUs it holds."""
+        if len(mains) != 1:
+            return None
+        devices = self.devices.get(node_name) or {}
+        gpus = containers.visible(devices, self.allocated.get(key, ("", []))[1], mains[0], entries[0] or {})
+        return containers.run_shell(mains[0], entries[0] or {}, gpus)
 
     def _pull_fails(self, pod: dict[str, Any], base: dict[str, Any], created: float, c: dict[str, Any], node_name: str) -> None:
         """ErrImagePull, then ImagePullBackOff, with the events the kubelet writes for a reference not found."""

@@ -8,6 +8,8 @@ from typing import Any
 
 import yaml
 
+from pytest_dgxspark.testbed.containers import COMMON_NODES
+
 RKE2_SOCKET = "/run/k3s/containerd/containerd.sock"
 
 # Loaded-module table (name, size, holders) of a DGX Spark; sizes are illustrative, names and holders real.
@@ -103,6 +105,10 @@ def nvml_conf(spec: dict[str, Any]) -> str:
 
 def defaults_files(spec: dict[str, Any], context: dict[str, str]) -> dict[str, str]:
     runtimes = ""
+    default = str(spec.get("containerd_default_runtime") or "runc")
+    if default != "runc":  # what a config-v3.toml.tmpl setting the CRI's default runtime makes RKE2 generate
+        runtimes += f'\n[plugins."io.containerd.cri.v1.runtime".containerd]\n  default_runtime_name = "{default}"\n'
+
     if spec.get("toolkit"):
         runtimes = ('\n[plugins."io.containerd.cri.v1.runtime".containerd.runtimes."nvidia"]\n'
                     '  runtime_type = "io.containerd.runc.v2"\n'
@@ -190,7 +196,7 @@ def cdi_device_plugin(spec: dict[str, Any]) -> str:
     devices = [{"name": g["uuid"], "containerEdits": {"deviceNodes": [{"path": f"/dev/nvidia{i}"}]}}
                for i, g in enumerate(spec["gpus"])]
     return json.dumps({"cdiVersion": "0.5.0", "kind": "k8s.device-plugin.nvidia.com/gpu", "devices": devices,
-                       "containerEdits": {"deviceNodes": [{"path": "/dev/nvidiactl"}]}})
+                       "containerEdits": {"deviceNodes": [{"path": p} for p in COMMON_NODES]}})
 
 
 def validation(item: str) -> str:

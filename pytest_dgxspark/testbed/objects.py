@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pytest_dgxspark.testbed import components, gpuoperator, images
+from pytest_dgxspark.testbed import components, containers, gpuoperator, images
 from pytest_dgxspark.testbed.node import RKE2_VERSION, node
+from pytest_dgxspark.testbed.node import host_facts as node_host
 from pytest_dgxspark.testbed.podshape import meta, status_for
 from pytest_dgxspark.testbed.world import Context, World, namespace
 
@@ -30,7 +31,10 @@ def build_workload(ctx: Context) -> World:
         world.add(complete(ctx, obj))
     running = [c.get("image", "") for o in world.objects if o["kind"] == "Pod"
                for c in (o.get("spec") or {}).get("containers", []) + (o.get("spec") or {}).get("initContainers", [])]
-    workload = {**(cluster.get("workload") or {}), "images": images.catalogue(cluster.get("images"), running)}
+    devices = {name: containers.node_devices(node_host(ctx, name), plan.nodes[name].gpus if name in plan.nodes else 0)
+               for name in ctx.scenario.nodes}
+    workload = {**(cluster.get("workload") or {}), "images": images.catalogue(cluster.get("images"), running),
+                "devices": devices}
     world.settings = {"workload": workload, "version": cluster.get("version", RKE2_VERSION), "node_ips": dict(ctx.node_ips),
                       "crds_absent": list(cluster.get("crds_absent") or [])}
     return world
