@@ -454,7 +454,7 @@ def describe(plan: RunPlan) -> list[str]:
             lines.append(f"  {label}: context {context} -> {server or 'no server in the kubeconfig'} "
                          f"(kubeconfig {kubeconfig})")
         lines.append("  written on the cluster: namespace dgxspark-cuda-<run id> with the CUDA sample pod "
-                     f"({plan.site.cuda_sample_image}) and a Lease, then dgxspark-cuda-<run id>-nogpu and -onegpu with "
+                     f"({plan.site.cuda_sample_image}) and a Lease, then dgxspark-cuda-<run id>-nogpu, -onegpu (and -sharing where the site time-slices GPUs) with "
                      "the GPU isolation probe pods (the same image, /bin/sh -c 'ls /dev/nvidia*; nvidia-smi -L') and "
                      "their Leases; each deleted after its check, also on failure and Ctrl-C; nothing else is written on "
                      "a target")

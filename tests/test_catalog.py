@@ -44,7 +44,7 @@ def entry(rid: str, deps: str = "[]", extra: str = "") -> str:
 
 
 # The judged rules beyond the ADRs (catalog/beyond.yaml, issue 22): their own prefix, beside the 30
-BEYOND_IDS = {"workload": ["SPARK.gpu-isolation-unrequested", "SPARK.gpu-isolation-allocated"]}
+BEYOND_IDS = {"workload": ["SPARK.gpu-isolation-unrequested", "SPARK.gpu-isolation-allocated", "SPARK.gpu-sharing-replicas"]}
 
 
 def test_the_catalog_holds_exactly_the_30_design_ids_in_their_layers():
@@ -62,7 +62,8 @@ def test_the_judged_rules_beyond_the_adrs_sit_in_their_layers_on_the_gpu_chain()
     for layer, ids in BEYOND_IDS.items():
         for rid in ids:
             rule = beyond[rid]
-            assert (rule.layer, rule.kind, rule.adr, rule.gpu) == (layer, "required", "beyond", True)
+            kind = "conditional" if rid == "SPARK.gpu-sharing-replicas" else "required"  # only where the site shares GPUs
+            assert (rule.layer, rule.kind, rule.adr, rule.gpu) == (layer, kind, "beyond", True)
             assert rule.source.endswith("beyond.yaml") and rule.remediation and rule.remediation_ko
             assert "ADR-0002.cuda-sample" in rule.depends_on
 
@@ -137,9 +138,9 @@ def test_remediation_of_the_gpu_n_a_state_says_not_to_reinstall_rke2():
         (entry("X.a", extra="  applies_when: {airgap: true}\n"),
          "{f}: entry 1 (X.a): applies_when is only for conditional rules; a required rule always applies"),
         (GOOD.replace("kind: required", "kind: conditional"),
-         "{f}: entry 1 (X.a): a conditional rule needs applies_when (one of airgap, management_cluster: true)"),
+         "{f}: entry 1 (X.a): a conditional rule needs applies_when (one of airgap, management_cluster, gpu_sharing: true)"),
         (GOOD.replace("kind: required", "kind: conditional") + "  applies_when: {offline: true}\n",
-         "{f}: entry 1 (X.a): applies_when: unknown condition 'offline', expected one of airgap, management_cluster"),
+         "{f}: entry 1 (X.a): applies_when: unknown condition 'offline', expected one of airgap, management_cluster, gpu_sharing"),
     ],
     ids=["unknown-key", "duplicate-id", "unknown-dependency", "cycle", "duplicate-yaml-key", "bad-layer", "missing-key",
          "missing-korean-remediation", "empty-korean-remediation", "applies-when-on-required",
@@ -158,7 +159,7 @@ def test_every_rule_has_a_korean_remediation_and_only_image_mirror_is_conditiona
     for rule in catalog.rules.values():
         assert any("\uac00" <= ch <= "\ud7a3" for ch in rule.remediation_ko), rule.id
     assert {r.id: r.applies_when for r in catalog.rules.values() if r.applies_when} == {
-        "ADR-0002.image-mirror": ("airgap",)}
+        "ADR-0002.image-mirror": ("airgap",), "SPARK.gpu-sharing-replicas": ("gpu_sharing",)}
     assert catalog.rules["ADR-0001.argocd-registered"].kind == "required"  # required: never not-applicable
 
 

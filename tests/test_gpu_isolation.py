@@ -74,7 +74,8 @@ def test_the_node_view_reads_the_toolkit_config_and_the_default_runtime_from_the
             "containerd_default_runtime": "nvidia",
             "files": {containers.TOOLKIT_CONFIG: "accept-nvidia-visible-devices-envvar-when-unprivileged = false\n"}}
     view = containers.node_devices(host, 1)
-    assert view == {"gpus": [GB10], "registered": 1, "default_runtime": "nvidia", "accept_envvar_unprivileged": False}
+    assert view == {"gpus": [GB10], "registered": 1, "replicas": 1, "default_runtime": "nvidia",
+                    "accept_envvar_unprivileged": False}
     assert containers.node_devices({**host, "files": {}}, 1)["accept_envvar_unprivileged"] is True  # the toolkit's default
     assert containers.node_devices({**host, "driver": {"loaded": False}}, 0)["gpus"] == []
 
@@ -93,3 +94,57 @@ def test_a_probe_pod_asks_for_no_gpu_at_all_or_for_the_given_count_and_the_cuda_
     sample = cuda_pod("cuda-vectoradd-0", "img", NODE)["spec"]["containers"][0]
     assert sample["name"] == "cuda-vectoradd" and sample["resources"] == {"limits": {"nvidia.com/gpu": "1"}}
     assert "command" not in sample
+
+
+TIME_SLICING = """version: v1
+flags:
+  migStrategy: none
+sharing:
+  timeSlicing:
+    resources:
+    - name: nvidia.com/gpu
+      replicas: 4
+"""
+
+
+def test_the_site_declares_sharing_by_a_time_slicing_config_of_its_device_plugin():
+    from pytest_dgxspark.kube.sharing import CONFIG_LABEL, site_sharing
+
+    assert site_sharing({"driver": {"enabled": True}}) is None
+    values = {"devicePlugin": {"config": {"create": True, "name": "time-slicing-config", "default": "any",
+                                          "data": {"any": TIME_SLICING, "plain": "version: v1\n"}}}}
+    sharing = site_sharing(values)
+    assert sharing is not None and sharing.configured and sharing.replicas == {"any": 4, "plain": 1}
+    assert sharing.for_node({}) == ("any", 4)
+    assert sharing.for_node({CONFIG_LABEL: "plain"}) == ("plain", 1)
+    undefaulted = site_sharing({"devicePlugin": {"config": {"name": "time-slicing-config", "data": {"any": TIME_SLICING}}}})
+    assert undefaulted is not None and undefaulted.for_node({}) == (None, 1)  # no default, no label: no config runs
+    named = site_sharing({"devicePlugin": {"config": {"name": "made-apart"}}}, {"any": TIME_SLICING})
+    assert named is not None and named.replicas == {"any": 4}
+    broken = site_sharing({"devicePlugin": {"config": {"name": "x", "data": {"any": "- not a config"}}}})
+    assert broken is not None and broken.problems and broken.problems[0].startswith("devicePlugin.config.data.any: ")
+
+
+def test_the_testbed_device_plugin_serves_the_replicas_of_the_config_its_node_runs():
+    from pytest_dgxspark.testbed.gpuoperator import time_slicing
+
+    config = {"devicePlugin": {"config": {"name": "time-slicing-config", "data": {"any": TIME_SLICING}}}}
+    assert time_slicing(config, {}) == 1  # no default and no node label
+    assert time_slicing({"devicePlugin": {"config": {**config["devicePlugin"]["config"], "default": "any"}}}, {}) == 4
+    assert time_slicing(config, {"labels": {"nvidia.com/device-plugin.config": "any"}}) == 4
+    assert time_slicing({}, {}) == 1
+
+
+def test_the_testbed_kubelet_allocates_a_time_sliced_gpu_as_often_as_its_replicas():
+    from pytest_dgxspark.testbed.kubelet import Kubelet
+    from pytest_dgxspark.testbed.store import Store
+
+    store = Store()
+    kubelet = Kubelet(store, {"devices": {"gpu-01": {**HEALTHY, "registered": 2, "replicas": 2}}}, {})
+    pods = [{"metadata": {"name": f"p{i}", "namespace": "ns"},
+             "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
+             "status": {"phase": "Running"}} for i in range(3)]
+    for pod in pods:
+        store.put("/pods", pod, event=False)
+        kubelet._allocate(pod, "gpu-01")
+    assert [kubelet.allocated[f"ns/p{i}"][1] for i in range(3)] == [[GB10["uuid"]], [GB10["uuid"]], []]

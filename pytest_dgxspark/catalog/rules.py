@@ -45,7 +45,11 @@ REACHES = {
 APPLIES_WHEN = {
     "airgap": "the site is air-gapped (rke2/vars.yml airgap: true or a mirror_registry)",
     "management_cluster": "the site names an Argo CD management cluster (rke2/vars.yml argocd_context)",
+    "gpu_sharing": "the site configures the device plugin, as GPU sharing needs (devicePlugin.config in its GPU "
+                   "Operator HelmChart)",
 }
+# The site file that says whether a condition holds (rke2/vars.yml unless named here).
+APPLIES_WHERE = {"gpu_sharing": "rke2/gpu-operator.helmchart.yaml"}
 
 # When an informational rule is judged like a required one, decided from the site at configure time: it records
 # what it reads where the site declares nothing, and fails on a declared item that is not in effect.
@@ -92,7 +96,8 @@ class Rule:
         """Why this rule does not apply to `site`, or None when it applies (required rules always apply)."""
         for condition in self.applies_when:
             if not _holds(condition, site):
-                return f"{self.id} applies only when {APPLIES_WHEN[condition]}; {site.root}/rke2/vars.yml says otherwise"
+                where = APPLIES_WHERE.get(condition, "rke2/vars.yml")
+                return f"{self.id} applies only when {APPLIES_WHEN[condition]}; {site.root}/{where} says otherwise"
         return None
 
     @property
@@ -154,6 +159,9 @@ def _holds(condition: str, site: Any) -> bool:
         return bool(site.airgap or site.mirror_registry)
     if condition == "management_cluster":
         return bool(site.management_context)
+    if condition == "gpu_sharing":
+        config = ((site.helm_values or {}).get("devicePlugin") or {}).get("config") or {}
+        return isinstance(config, dict) and bool(config.get("name") or config.get("data"))
     raise KeyError(condition)
 
 

@@ -31,6 +31,7 @@ def node_devices(host: dict[str, Any], registered: int) -> dict[str, Any]:
     config = str((host.get("files") or {}).get(TOOLKIT_CONFIG) or "")
     said = re.search(rf"^\s*{re.escape(ACCEPT_KEY)}\s*=\s*(true|false)\s*$", config, re.M)
     return {"gpus": gpus, "registered": registered if injectable else 0,
+            "replicas": max(1, registered // len(gpus)) if gpus else 1,  # time-slicing: each GPU offered that often
             "default_runtime": str(host.get("containerd_default_runtime") or "runc"),
             "accept_envvar_unprivileged": said is None or said.group(1) == "true"}
 

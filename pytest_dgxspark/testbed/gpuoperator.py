@@ -16,6 +16,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+import yaml
+
 from pytest_dgxspark.catalog.releases import chart_images, load_releases
 from pytest_dgxspark.testbed import components, logs
 from pytest_dgxspark.testbed.node import gpu_nodes, host_facts, node_kube
@@ -52,6 +54,7 @@ class NodeOperands:
     labels: dict[str, str] = field(default_factory=dict)  # the operator's nvidia.com/gpu.present and gpu.deploy.* labels
     gfd_labels: bool = False                                # GFD ran and wrote its labels
     gpus: int = 0                                           # nvidia.com/gpu registered by the device plugin
+    replicas: int = 1                                       # time-slicing replicas of each GPU (its plugin config)
     pods: dict[str, dict[str, Any]] = field(default_factory=dict)
     cuda_validator: str | None = None                       # nvidia-cuda-validator pod state, None = never created
 
@@ -114,6 +117,19 @@ def operand_images(ctx: Context, chart: str, values: dict[str, Any]) -> dict[str
     return {**images, **{short: _override(ctx, short)["image"] for short in OPERANDS if _override(ctx, short).get("image")}}
 
 
+def time_slicing(values: dict[str, Any], kube: dict[str, Any]) -> int:
+    """The replicas of nvidia.com/gpu the node's device plugin serves (k8s-device-plugin config-manager): the config its
+    nvidia.com/device-plugin.config label names, else devicePlugin.config.default, of devicePlugin.config.data; 1 when
+    none applies (the plugin runs without a config) or the config shares nothing."""
+    config = (values.get("devicePlugin") or {}).get("config") or {}
+    name = str((kube.get("labels") or {}).get("nvidia.com/device-plugin.config") or config.get("default") or "")
+    text = (config.get("data") or {}).get(name) if name else None
+    doc = yaml.safe_load(text) if isinstance(text, str) else None
+    resources = (((doc or {}).get("sharing") or {}).get("timeSlicing") or {}).get("resources") or [] \
+        if isinstance(doc, dict) else []
+    return next((int(r.get("replicas") or 1) for r in resources if isinstance(r, dict) and r.get("name") == "nvidia.com/gpu"), 1)
+
+
 def _node_plan(ctx: Context, name: str, values: dict[str, Any], images: dict[str, str]) -> NodeOperands:
     kube, host = node_kube(ctx, name), host_facts(ctx, name)
     out = NodeOperands()
@@ -168,6 +184,8 @@ def _node_plan(ctx: Context, name: str, values: dict[str, Any], images: dict[str
     # GFD running writes its labels, unless it found no usable NVML at start and never retried (k8s-device-plugin#733)
     out.gfd_labels = pods.get("gfd", {}).get("state") == "running" and pods["gfd"].get("wrote_labels", True) is not False
     out.gpus = len(host.get("gpus") or []) if registered and not lost else 0
+    out.replicas = time_slicing(values, kube) if registered and not lost else 1
+    out.gpus *= out.replicas
     validator: dict[str, Any] = {"state": "running", "logs": dict(validation)}
     if not driver_ok:
         validator.update(state="init", init_running=0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections import Counter
 from typing import Any
 
 from pytest_dgxspark.testbed import containers
@@ -223,8 +224,11 @@ class Kubelet:
         md = pod["metadata"]
         live = {f"{(p['metadata'].get('namespace') or 'default')}/{p['metadata']['name']}" for p in self.store.list("/pods")[0]
                 if (p.get("status") or {}).get("phase") not in DONE_PHASES}
-        held = {u for k, (n, uuids) in self.allocated.items() if n == node_name and k in live for u in uuids}
-        free = [g["uuid"] for g in (self.devices.get(node_name) or {}).get("gpus") or [] if g["uuid"] not in held]
+        held = Counter(u for k, (n, uuids) in self.allocated.items() if n == node_name and k in live for u in uuids)
+        devices = self.devices.get(node_name) or {}
+        free: list[str] = []
+        for g in devices.get("gpus") or []:  # with time-slicing each GPU is `replicas` devices of the same UUID
+            free += [g["uuid"]] * max(0, int(devices.get("replicas", 1)) - held[g["uuid"]])
         self.allocated[f"{md.get('namespace', 'default')}/{md['name']}"] = (node_name, free[:want])
 
     def _shell(self, mains: list[dict[str, Any]], entries: list[Any], node_name: str, key: str) -> tuple[str, int] | None:

@@ -51,7 +51,8 @@ def _taint(text: str) -> dict[str, str]:
     return {"key": key, **({"value": value} if value else {}), "effect": effect}
 
 
-def node(ctx: Context, name: str, *, operator_labels: dict[str, str], gfd_labels: bool, gpus: int) -> dict[str, Any]:
+def node(ctx: Context, name: str, *, operator_labels: dict[str, str], gfd_labels: bool, gpus: int,
+         replicas: int = 1) -> dict[str, Any]:
     """A Node object: RKE2's labels and the scenario's node-label, NFD's, the operator's and GFD's when they ran,
     `nvidia.com/gpu` in capacity when the device plugin registered `gpus` of them."""
     spec = ctx.scenario.nodes[name] or {}
@@ -79,7 +80,7 @@ def node(ctx: Context, name: str, *, operator_labels: dict[str, str], gfd_labels
     if gpu:
         labels.update(operator_labels)
     if gpu and gfd_labels:
-        labels.update(_gfd_labels(ctx, kube, host, hw))
+        labels.update(_gfd_labels(ctx, kube, host, hw, replicas))
     for key, value in (kube.get("labels") or {}).items():
         if value is None:
             labels.pop(key, None)
@@ -146,7 +147,8 @@ def node(ctx: Context, name: str, *, operator_labels: dict[str, str], gfd_labels
     }
 
 
-def _gfd_labels(ctx: Context, kube: dict[str, Any], host: dict[str, Any], hw: hardware.NodeFacts) -> dict[str, str]:
+def _gfd_labels(ctx: Context, kube: dict[str, Any], host: dict[str, Any], hw: hardware.NodeFacts,
+                replicas: int = 1) -> dict[str, str]:
     """GPU Feature Discovery's labels, from the host's driver and GPUs."""
     driver = str(kube.get("driver_version", (host.get("driver") or {}).get("version", "580.95.05")))
     major, minor, rev = (driver.split(".") + ["", ""])[:3]
@@ -164,6 +166,9 @@ def _gfd_labels(ctx: Context, kube: dict[str, Any], host: dict[str, Any], hw: ha
         "nvidia.com/gpu.product": str(kube.get("gpu_product", hw.gfd_product or "NVIDIA-GB10")),
         "nvidia.com/gpu.replicas": "1", "nvidia.com/gpu.sharing-strategy": "none",
         "nvidia.com/mig.capable": "true" if hw.mig_capable else "false", "nvidia.com/mps.capable": "false"}
+    if replicas > 1:  # time-slicing with renameByDefault false: GFD says so and appends -SHARED to the product
+        labels.update({"nvidia.com/gpu.replicas": str(replicas), "nvidia.com/gpu.sharing-strategy": "time-slicing",
+                       "nvidia.com/gpu.product": labels["nvidia.com/gpu.product"] + "-SHARED"})
     if hw.gpus and hw.gpus[0].get("memory") not in (None, "not-supported"):  # GFD omits it on unified memory (GB10)
         labels["nvidia.com/gpu.memory"] = str(hw.gpus[0]["memory"])
     if kube.get("gpu_machine"):

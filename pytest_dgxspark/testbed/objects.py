@@ -22,7 +22,7 @@ def build_workload(ctx: Context) -> World:
     for name in ctx.scenario.nodes:
         on = plan.nodes.get(name)
         world.add(node(ctx, name, operator_labels=on.labels if on else {}, gfd_labels=bool(on and on.gfd_labels),
-                       gpus=on.gpus if on else 0))
+                       gpus=on.gpus if on else 0, replicas=on.replicas if on else 1))
     components.rke2_core(ctx, world)
     components.cni(ctx, world)
     if plan.installed:
