@@ -41,6 +41,7 @@ NOT_ON_REAL_PLANE = {
     "SPARK.gpu-isolation-unrequested": "kwok serves every pod created after bring-up the image's one log and runs a "
                                        "pod without a GPU forever, so the isolation probe's output is not simulated",
     "SPARK.gpu-isolation-allocated": "the same: the probe pod with a GPU prints the vectorAdd log there",
+    "SPARK.gpu-sharing-replicas": "the same for the time-sliced replicas' probe pods",
 }
 
 

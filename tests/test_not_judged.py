@@ -61,7 +61,7 @@ def test_a_required_rule_the_run_cannot_verify_is_an_error_everywhere_with_its_o
         "cluster (argocd_context)",
         "      fix: Set argocd_context in vars.yml (the management cluster's kubeconfig context) and rerun.",
         "*",
-        "  rules: 2 error, 28 untested, 1 passed, 1 not-applicable",  # the N/A is image-mirror (not air-gapped)
+        "  rules: 2 error, 28 untested, 1 passed, 2 not-applicable",  # image-mirror (not air-gapped), gpu-sharing
     ])
     assert "Make the target reachable" not in out and "make rke2/argocd/register" not in out
     doc = results(pytester)

@@ -38,7 +38,7 @@ def test_a_gpu_selection_is_accepted_on_its_scope_with_deselected_rules_not_sele
         "  root causes: none",
         "  not verified by this selection (prerequisites): ADR-0002.helmchart-manifest, ADR-0001.rke2-service, "
         "ADR-0001.node-ready, ADR-0001.runtime-rke2-containerd",
-        "  rules: 14 passed, 1 not-applicable, 17 not-selected",
+        "  rules: 14 passed, 2 not-applicable, 17 not-selected",
     ])
 
 
@@ -100,7 +100,7 @@ def test_a_rehearsal_on_the_same_scenario_shows_no_drift_and_an_upgrade_shows_on
     drift = doc["drift"]
     assert (drift["other_cluster"], drift["status_changes"], drift["provenance"]) == (None, [], [])
     assert "another cluster" not in proc.stdout
-    assert "  drift: 0 status changes, 0 provenance changes over 15 rules judged in both runs" in proc.stdout
+    assert "  drift: 0 status changes, 0 provenance changes over 16 rules judged in both runs" in proc.stdout
     upgraded = tmp_path / "upgraded"
     upgraded.mkdir()
     (upgraded / "scenario.yaml").write_text(
@@ -113,7 +113,7 @@ def test_a_rehearsal_on_the_same_scenario_shows_no_drift_and_an_upgrade_shows_on
     drift = doc["drift"]
     assert drift["other_cluster"] is None and drift["status_changes"] == []
     assert len(drift["not_compared"]) == 17
-    assert "drift: 0 status changes, " in proc.stdout and " over 15 rules judged in both runs" in proc.stdout
+    assert "drift: 0 status changes, " in proc.stdout and " over 16 rules judged in both runs" in proc.stdout
     assert drift["provenance"] and {c["key"] for c in drift["provenance"]} == {"nvidia_driver"}
     assert all((c["from"], c["to"]) == ("580.95.05", "580.126.09") for c in drift["provenance"])
 
