@@ -147,8 +147,6 @@ def _answers(exchanges: list[Exchange], work: Path, api: str) -> list[tuple[int 
 
 @pytest.mark.slow
 @pytest.mark.skipif(realplane_available.why_not() is not None, reason=realplane_available.why_not() or "")
-@pytest.mark.xfail(strict=True, reason="298 unexplained differences against kube-apiserver v1.34.4 (measured "
-                   "2026-12-01 on main, docs/differential.md): not yet fixed in the stand-in or accepted")
 def test_the_stand_in_answers_every_recorded_request_as_the_real_api_server(tmp_path, monkeypatch) -> None:
     exchanges = _record(tmp_path, monkeypatch)
     assert Counter(e.source for e in exchanges)["suite"] > 20

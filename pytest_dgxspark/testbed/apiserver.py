@@ -19,7 +19,19 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from pytest_dgxspark.testbed import bootstrap, differential, faults, handlers, openapi, resources
+from pytest_dgxspark.testbed import (
+    bootstrap,
+    crdschemas,
+    defaults,
+    differential,
+    faults,
+    fieldmanager,
+    handlers,
+    openapi,
+    podshape,
+    resources,
+    writes,
+)
 from pytest_dgxspark.testbed.kubelet import Kubelet
 from pytest_dgxspark.testbed.reply import status_body
 from pytest_dgxspark.testbed.requestinfo import forbidden_body, request_info
@@ -60,7 +72,8 @@ class Server(ThreadingHTTPServer):
         objects = list(world.get("objects") or [])
         present = {(o.get("kind"), (o.get("metadata") or {}).get("namespace"), (o.get("metadata") or {}).get("name")) for o in objects}
         nodes = [o for o in objects if o.get("kind") == "Node"]
-        for extra in bootstrap.kubernetes_service(address[0], address[1]) + bootstrap.leases(nodes, self.started):
+        for extra in (bootstrap.kubernetes_service(address[0], address[1]) + bootstrap.leases(nodes, self.started)
+                      + bootstrap.control_plane_configmaps(self.started, self._ca_pem())):
             if (extra["kind"], extra["metadata"]["namespace"], extra["metadata"]["name"]) not in present:
                 objects.append(extra)
         bootstrap.controller_marks(objects)
@@ -70,12 +83,26 @@ class Server(ThreadingHTTPServer):
                 continue
             if r.plural == "nodes":
                 bootstrap.identify(obj, self.scenario)
+            # what the real server's create path adds when the real plane writes the world (defaults.py)
+            defaults.apply(obj, None if r.builtin else crdschemas.schema(r.plural, r.group))
+            if writes.has_generation(r):
+                obj["metadata"].setdefault("generation", 1)
+            if not obj["metadata"].get("managedFields"):  # the real plane's world is written by the testbed's client
+                fieldmanager.record_update(None, obj, "dgxspark-testbed", r.group_version)
             self.store.put(r.key, obj, event=False)
         for r in resources.RESOURCES:
             if not r.builtin:
-                self.store.put("apiextensions.k8s.io/customresourcedefinitions", resources.crd(r), event=False)
+                crd = resources.crd(r)
+                for condition in crd["status"]["conditions"]:
+                    condition["lastTransitionTime"] = podshape.ts(self.started)
+                fieldmanager.record_update(None, crd, "dgxspark-testbed", "apiextensions.k8s.io/v1")
+                self.store.put("apiextensions.k8s.io/customresourcedefinitions", crd, event=False)
         threading.Thread(target=openapi.v3_document, args=("api/v1", self.settings.get("version", "")), daemon=True).start()
         threading.Thread(target=bootstrap.renew_node_leases, args=(self.store, self.dead), daemon=True).start()
+
+    def _ca_pem(self) -> str:
+        path = self.directory / "pki" / f"{self.cluster}-ca.crt"
+        return path.read_text() if path.is_file() else ""
 
     def server_bind(self) -> None:
         """Bind without HTTPServer's reverse DNS lookup (socket.getfqdn), which hangs in a netns without DNS."""

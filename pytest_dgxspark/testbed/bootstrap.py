@@ -39,6 +39,18 @@ def kubernetes_service(server_ip: str, port: int) -> list[dict[str, Any]]:
     return [service, endpoints]
 
 
+def control_plane_configmaps(started: float, ca_pem: str = "") -> list[dict[str, Any]]:
+    """What kube-apiserver writes into kube-system on start: the authentication ConfigMap its clients read (the client
+    and request-header CAs: the testbed's own) and the date the legacy token tracking began (this server's start)."""
+    return [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta("extension-apiserver-authentication", "kube-system"),
+             "data": {"client-ca-file": ca_pem, "requestheader-allowed-names": '["front-proxy-client"]',
+                      "requestheader-client-ca-file": ca_pem, "requestheader-extra-headers-prefix": '["X-Remote-Extra-"]',
+                      "requestheader-group-headers": '["X-Remote-Group"]', "requestheader-username-headers": '["X-Remote-User"]'}},
+            {"apiVersion": "v1", "kind": "ConfigMap",
+             "metadata": _meta("kube-apiserver-legacy-service-account-token-tracking", "kube-system"),
+             "data": {"since": time.strftime("%Y-%m-%d", time.gmtime(started))}}]  # kube-apiserver's start
+
+
 def leases(nodes: list[dict[str, Any]], now: float) -> list[dict[str, Any]]:
     """The kubelets' heartbeats (`kube-node-lease/<node>`, owned by the Node) and kube-system's leader leases."""
     out = []

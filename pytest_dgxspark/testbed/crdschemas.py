@@ -8,7 +8,11 @@ ClusterPolicy and CiliumNode schemas are not sourced here, so they keep every fi
 
 from __future__ import annotations
 
+import functools
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 _STR, _BOOL, _INT = {"type": "string"}, {"type": "boolean"}, {"type": "integer"}
 _OPEN = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
@@ -37,8 +41,23 @@ SCHEMAS: dict[str, dict[str, Any]] = {
 }
 
 
-def schema(plural: str) -> dict[str, Any]:
-    """The openAPIV3Schema of a custom resource (everything kept when its fields are not sourced)."""
+# CustomResourceDefinitions taken from their project (ClusterPolicy: the GPU Operator's own, trimmed by trim.py): the
+# stand-in and the real control plane serve the same one, so `kubectl explain clusterpolicy.spec.driver` answers on both.
+CRD_DIR = Path(__file__).parent / "controlplane" / "crds"
+
+
+@functools.cache
+def sourced_crd(plural: str, group: str) -> dict[str, Any] | None:
+    """The project's own CustomResourceDefinition of `plural.group`, when one is kept in CRD_DIR."""
+    path = CRD_DIR / f"{plural}.{group}.yaml"
+    return yaml.safe_load(path.read_text()) if path.is_file() else None
+
+
+def schema(plural: str, group: str = "") -> dict[str, Any]:
+    """The openAPIV3Schema of a custom resource: its sourced CRD's, SCHEMAS', or everything kept when not sourced."""
+    crd = sourced_crd(plural, group) if group else None
+    if crd is not None:
+        return crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     return SCHEMAS.get(plural, {"type": "object", "x-kubernetes-preserve-unknown-fields": True})
 
 

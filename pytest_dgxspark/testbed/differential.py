@@ -32,6 +32,9 @@ VOLATILE_LABELS = frozenset({"nvidia.com/gfd.timestamp", "kubernetes.io/config.s
 _ADDRESS = re.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}\b")
 _TIME = re.compile(r"\b\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)\b")
 _UUID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b")
+_TOKEN_VOLUME = re.compile(r"\bkube-api-access-[a-z0-9]{5}\b")  # the ServiceAccount admission's random suffix
+# a certificate, as PEM or as base64 of PEM (a Secret's ca.crt): each testbed makes its own CA
+_PEM = re.compile(r"-----BEGIN [A-Z ]+-----[^-]*-----END [A-Z ]+-----\n?|\bLS0tLS1CRUdJTi[A-Za-z0-9+/]*={0,2}")
 _SECRET_KINDS = ("Secret",)
 
 
@@ -100,14 +103,15 @@ def load(path: Path, source: str) -> list[Exchange]:
 
 def mask(document: Any) -> Any:
     """A body with the per-server values masked: VOLATILE_KEYS and VOLATILE_LABELS, keys ending in Time/Timestamp,
-    and inside strings IPv4 addresses, RFC 3339 times and uids."""
+    and inside strings IPv4 addresses, RFC 3339 times, uids, the token volume's random suffix and certificates."""
     if isinstance(document, dict):
         return {k: (MASKED if k in VOLATILE_KEYS or k in VOLATILE_LABELS or k.endswith(("Time", "Timestamp"))
                     else mask(v)) for k, v in document.items()}
     if isinstance(document, list):
         return [mask(v) for v in document]
     if isinstance(document, str):
-        return _UUID.sub("<uid>", _TIME.sub("<time>", _ADDRESS.sub("<address>", document)))
+        masked = _UUID.sub("<uid>", _TIME.sub("<time>", _ADDRESS.sub("<address>", document)))
+        return _PEM.sub("<pem>", _TOKEN_VOLUME.sub("kube-api-access-<suffix>", masked))
     return document
 
 
@@ -155,12 +159,32 @@ def _walk(a: Any, b: Any, where: str) -> Iterable[tuple[str, Any, Any]]:
             else:
                 yield from _walk(a[key], b[key], child)
     elif isinstance(a, list) and isinstance(b, list):
+        ids_a, ids_b = _identities(a), _identities(b)
+        if ids_a is not None and ids_b is not None:  # objects: compared by namespace/name, whatever the order
+            only_a, only_b = sorted(set(ids_a) - set(ids_b)), sorted(set(ids_b) - set(ids_a))
+            if only_a or only_b:
+                yield f"{where}[*].identity", only_a or "<absent>", only_b or "<absent>"
+            for key in sorted(set(ids_a) & set(ids_b)):
+                yield from _walk(ids_a[key], ids_b[key], f"{where}[*]")
+            return
         if len(a) != len(b):
             yield f"{where}.length", len(a), len(b)
         for x, y in zip(a, b):
             yield from _walk(x, y, f"{where}[*]")
     elif a != b:
         yield where, a, b
+
+
+def _identities(items: list[Any]) -> dict[str, Any] | None:
+    """'namespace/name' -> item when every item is an object with a name (a list's items), else None: two servers
+    list the same objects in their own order (and an object only one of them has must not shift the rest)."""
+    found: dict[str, Any] = {}
+    for item in items:
+        md = item.get("metadata") if isinstance(item, dict) else None
+        if not isinstance(md, dict) or not isinstance(md.get("name"), str):
+            return None
+        found[f"{md.get('namespace') or ''}/{md['name']}"] = item
+    return found if len(found) == len(items) and items else None
 
 
 @dataclass(frozen=True)
@@ -267,7 +291,9 @@ def replay(exchanges: Iterable[Exchange], kubeconfig: Path, context: str, timeou
                     answer = (response.status, decoded(response.data, response.headers.get("Content-Type") or ""))
                 except Exception as exc:  # noqa: BLE001 - a refused or reset request is an answer of its own
                     answer = (None, type(exc).__name__)
-                if 200 <= (answer[0] or 0) < 300 or time.monotonic() >= deadline:
+                settled = 200 <= (answer[0] or 0) < 300 and not (exchange.path.endswith("/log") and exchange.answer
+                                                              and not answer[1])  # a log before its container ran
+                if settled or time.monotonic() >= deadline:
                     break
                 time.sleep(0.5)
             answers.append(answer)

@@ -194,7 +194,10 @@ def _list(h: Exchange, r: Resource, namespace: str | None, query: dict[str, str]
         items = [{k: v for k, v in o.items() if k not in ("apiVersion", "kind")} for o in page.items]
     else:
         items = [_full(r, o) for o in page.items]
-    h.send_json(200, {"kind": f"{r.kind}List", "apiVersion": r.group_version, "metadata": page.list_meta(), "items": items})
+    meta = page.list_meta()
+    if not r.builtin:  # apiextensions-apiserver's unstructured list always carries the token, empty on the last page
+        meta.setdefault("continue", "")
+    h.send_json(200, {"kind": f"{r.kind}List", "apiVersion": r.group_version, "metadata": meta, "items": items})
 
 
 def _exact(h: Exchange, r: Resource, namespace: str | None, query: dict[str, str], match: Any) -> paging.Page:

@@ -16,7 +16,7 @@ import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from pytest_dgxspark.testbed import pki
+from pytest_dgxspark.testbed import pki, tokens
 
 TOOLS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 API_PORT = 6443  # what the suite dials: the API server, or the fault proxy in front of it
@@ -160,6 +160,7 @@ def start(directory: Path, netns: str, address: str, node_ips: dict[str, str], *
         "--client-ca-file", str(cp / "ca.crt"), "--token-auth-file", str(cp / "tokens.csv"), "--anonymous-auth=false",
         "--authorization-mode", "Node,RBAC", "--enable-admission-plugins", "NodeRestriction",
         "--service-account-issuer", "https://kubernetes.default.svc.cluster.local",
+        "--api-audiences", ",".join(tokens.AUDIENCES),  # RKE2's kube-apiserver arguments
         "--service-account-key-file", str(cp / "service-account.key"),
         "--service-account-signing-key-file", str(cp / "service-account.key"),
         "--service-cluster-ip-range", SERVICE_CIDR, "--allow-privileged=true", "--profiling=false",

@@ -10,13 +10,13 @@ from typing import Any
 
 import yaml
 
-from pytest_dgxspark.testbed import bootstrap, resources
+from pytest_dgxspark.testbed import bootstrap, crdschemas, resources
 from pytest_dgxspark.testbed import images as catalogue
 from pytest_dgxspark.testbed import logs as texts
 from pytest_dgxspark.testbed.realapi import Api, ApiError
 from pytest_dgxspark.testbed.world import PREVIOUS, World
 
-CRD_DIR = Path(__file__).parent / "controlplane" / "crds"
+CRD_DIR = crdschemas.CRD_DIR
 GPU = "nvidia.com/gpu"
 # what the server sets on every write; a world object's own values would be refused or ignored
 SERVER_SET = ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields", "selfLink",
@@ -41,12 +41,8 @@ def crds(world: World) -> list[dict[str, Any]]:
     for r in resources.RESOURCES:
         if r.builtin or r.plural in absent:
             continue
-        sourced = CRD_DIR / f"{r.plural}.{r.group}.yaml"
-        if sourced.is_file():
-            crd = yaml.safe_load(sourced.read_text())
-        else:
-            crd = resources.crd(r)
-            crd.pop("status", None)
+        crd = crdschemas.sourced_crd(r.plural, r.group) or resources.crd(r)
+        crd = {k: v for k, v in crd.items() if k != "status"}
         out.append(crd)
     return out
 

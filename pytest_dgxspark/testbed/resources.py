@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -134,19 +136,30 @@ def resource_list(group_version: str) -> dict[str, Any] | None:
         entries.append({"name": "pods/log", "singularName": "", "namespaced": True, "kind": "Pod", "verbs": ["get"]})
         entries.append({"name": "pods/eviction", "singularName": "", "namespaced": True, "group": "policy", "version": "v1",
                         "kind": "Eviction", "verbs": ["create"]})
+    if group_version == "v1":  # the legacy /api/v1 handler writes no apiVersion (measured on kube-apiserver v1.34)
+        return {"kind": "APIResourceList", "groupVersion": group_version, "resources": entries}
     return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": entries}
 
 
 def crd(r: Resource) -> dict[str, Any]:
-    """A CustomResourceDefinition for a non-built-in resource (so `kubectl get crd` lists them)."""
-    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-            "metadata": {"name": f"{r.plural}.{r.group}"},
-            "spec": {"group": r.group, "names": {"kind": r.kind, "listKind": f"{r.kind}List", "plural": r.plural,
-                                                 "singular": r.singular, **({"shortNames": list(r.short)} if r.short else {})},
-                     "scope": "Namespaced" if r.namespaced else "Cluster",
-                     "versions": [{"name": r.version, "served": True, "storage": True,
-                                   "schema": {"openAPIV3Schema": crdschemas.schema(r.plural)},
-                                   **({"subresources": {"status": {}}} if r.plural in WITH_STATUS else {})}]},
-            "status": {"acceptedNames": {"kind": r.kind, "plural": r.plural},
-                       "conditions": [{"type": "Established", "status": "True", "reason": "InitialNamesAccepted"}],
-                       "storedVersions": [r.version]}}
+    """A CustomResourceDefinition for a non-built-in resource (so `kubectl get crd` lists them): the project's own
+    where it is kept (crdschemas.CRD_DIR), as apiextensions-apiserver stores and reports it."""
+    sourced = crdschemas.sourced_crd(r.plural, r.group)
+    if sourced is not None:
+        out = copy.deepcopy(sourced)
+    else:
+        out = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+               "spec": {"group": r.group, "names": {"kind": r.kind, "listKind": f"{r.kind}List", "plural": r.plural,
+                                                    "singular": r.singular, **({"shortNames": list(r.short)} if r.short else {})},
+                        "scope": "Namespaced" if r.namespaced else "Cluster",
+                        "versions": [{"name": r.version, "served": True, "storage": True,
+                                      "schema": {"openAPIV3Schema": crdschemas.schema(r.plural)},
+                                      **({"subresources": {"status": {}}} if r.plural in WITH_STATUS else {})}]}}
+    out["metadata"] = {"name": f"{r.plural}.{r.group}", "generation": 1,
+                       "uid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"https://testbed.dgxspark.io/crds/{r.plural}.{r.group}"))}
+    out["spec"].setdefault("conversion", {"strategy": "None"})
+    out["status"] = {"acceptedNames": dict(out["spec"]["names"]), "storedVersions": [r.version], "conditions": [
+        {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts", "message": "no conflicts found"},
+        {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
+         "message": "the initial names have been accepted"}]}
+    return out

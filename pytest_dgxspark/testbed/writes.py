@@ -5,13 +5,14 @@ from __future__ import annotations
 import base64
 import json
 import random
+import secrets
 import time
 import uuid
 from typing import Any
 
 import yaml
 
-from pytest_dgxspark.testbed import bootstrap, crdschemas, fieldmanager, openapi, patches, protobuf, resources
+from pytest_dgxspark.testbed import bootstrap, crdschemas, defaults, fieldmanager, openapi, patches, protobuf, resources
 from pytest_dgxspark.testbed.podshape import SUFFIX_ALPHABET, qos_class, ts
 from pytest_dgxspark.testbed.reply import (
     ApiError,
@@ -26,7 +27,8 @@ from pytest_dgxspark.testbed.reply import (
 from pytest_dgxspark.testbed.resources import Resource
 
 # kinds whose registry strategy keeps metadata.generation (built-ins that have a spec; every custom resource)
-GENERATION = ("pods", "daemonsets", "deployments", "replicasets", "jobs")
+GENERATION = ("pods", "daemonsets", "deployments", "replicasets", "jobs", "validatingadmissionpolicies",
+              "validatingadmissionpolicybindings")
 
 
 def has_generation(r: Resource) -> bool:
@@ -151,6 +153,9 @@ def new_object(h: Exchange, r: Resource, namespace: str | None, obj: dict[str, A
         pod_defaults(obj)
     elif r.plural == "jobs":
         job_defaults(obj)
+    defaults.apply(obj, None if r.builtin else crdschemas.schema(r.plural, r.group))  # the rest of the create path's
+    if r.plural == "secrets" and obj.get("type") == "kubernetes.io/service-account-token":
+        _token_controller(h, obj)
     if not applied:  # an apply brought its own managedFields entry
         fieldmanager.record_update(None, obj, manager(h, query), r.group_version)
     return obj
@@ -166,6 +171,25 @@ def create(h: Exchange, r: Resource, namespace: str | None, body: bytes, query: 
     h.send_json(201, created)
     if r.plural == "pods":
         h.server.kubelet.admit(created)
+
+
+def _token_controller(h: Exchange, secret: dict[str, Any]) -> None:
+    """kube-controller-manager's token controller, at once: a service-account-token Secret of an existing account gets
+    the account's uid annotation and `data` (ca.crt, namespace, a token that authenticates as the account)."""
+    md = secret["metadata"]
+    account_name = (md.get("annotations") or {}).get("kubernetes.io/service-account.name")
+    account = h.server.store.get("/serviceaccounts", md.get("namespace") or "", account_name or "")
+    if account is None or (secret.get("data") or {}).get("token"):
+        return  # the real controller waits for the account (and deletes the Secret once it is gone)
+    token = secrets.token_urlsafe(48)
+    namespace = md["namespace"]
+    h.server.tokens[token] = {"username": f"system:serviceaccount:{namespace}:{account_name}",
+                              "groups": ["system:serviceaccounts", f"system:serviceaccounts:{namespace}", "system:authenticated"]}
+    md.setdefault("annotations", {})["kubernetes.io/service-account.uid"] = account["metadata"].get("uid", "")
+    ca = (h.server.directory / "pki" / f"{h.server.cluster}-ca.crt").read_bytes()
+    secret["data"] = {**(secret.get("data") or {}), "ca.crt": base64.b64encode(ca).decode(),
+                      "namespace": base64.b64encode(namespace.encode()).decode(),
+                      "token": base64.b64encode(token.encode()).decode()}
 
 
 def pod_defaults(pod: dict[str, Any]) -> None:
