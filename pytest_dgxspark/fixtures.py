@@ -4,6 +4,7 @@ connections (one SSH master per host, the gathering step as each opens), the pro
 from __future__ import annotations
 
 import atexit
+import datetime
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -246,6 +247,18 @@ def management_cluster(connections: Connections) -> Cluster | None:
 def evidence(request: pytest.FixtureRequest) -> Evidence:
     """What this check saw, redacted, kept in the test item's stash for the report."""
     return for_item(request.node)
+
+
+@pytest.fixture(scope="session")
+def run_date(request: pytest.FixtureRequest) -> datetime.date:
+    """The day the forecast judges dates against: --dgxspark-run-date, else the day the run started (UTC)."""
+    given = request.config.getoption("dgxspark_run_date", None)
+    if given:
+        try:
+            return datetime.date.fromisoformat(str(given))
+        except ValueError:
+            raise pytest.UsageError(f"--dgxspark-run-date {given!r}: expected YYYY-MM-DD") from None
+    return datetime.datetime.now(datetime.timezone.utc).date()
 
 
 @pytest.fixture

@@ -77,6 +77,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="an OpenSSH client config for the hosts (bastions, keys, known_hosts)")
     group.addoption("--dgxspark-baseline-force", action="store_true", dest="dgxspark_baseline_force",
                     help="compare with a --dgxspark-baseline of another site or results schema anyway")
+    group.addoption("--dgxspark-run-date", dest="dgxspark_run_date", metavar="YYYY-MM-DD", default=None,
+                    help="the day the forecast judges support dates against (default: the day the run starts, UTC)")
     parser.addini("dgxspark_site", "the site whose vars and manifests a --testbed run reads when neither --site nor "
                   "the scenario gives one (never a real target)", default="")
     parser.addini("dgxspark_report_dir", "default report directory", default="reports")

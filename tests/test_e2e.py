@@ -265,11 +265,12 @@ def test_the_healthy_dgx_spark_passes_every_rule_but_the_air_gap_one(tmp_path):
     statuses = {r["id"]: r["status"] for r in doc["rules"]}
     assert statuses.pop("ADR-0002.image-mirror") == "not-applicable"
     assert statuses.pop("ADR-0001.hardening-baseline") == "recorded"  # informational: recorded, never passed
+    assert statuses.pop("SPARK.gpu-sharing-replicas") == "not-applicable"  # tirosh-home declares no GPU sharing
     assert set(statuses.values()) == {"passed"}, proc.stdout[-3000:]
     assert proc.returncode == 0
     assert doc["verdict"] == "ACCEPTED" and doc["root_causes"] == []
     assert doc["forecast"] == [] and doc["forecast_mode"] == "advise"  # silent on the healthy Spark
-    assert set(doc["forecast_checked"].values()) == {"silent"} and len(doc["forecast_checked"]) == 5
+    assert set(doc["forecast_checked"].values()) == {"silent"} and len(doc["forecast_checked"]) == 6
 
 
 def test_gpu_marker_reruns_exactly_the_gpu_chain(tmp_path):

@@ -40,8 +40,9 @@ def test_the_catalog_keeps_the_30_rules_and_the_forecast_apart() -> None:
     assert len([rid for rid in catalog.rules if rid.startswith("ADR-")]) == 30
     assert not set(catalog.rules) & set(catalog.forecast)
     assert all(r.kind != "forecast" for r in catalog.rules.values())
-    assert sorted(catalog.forecast) == ["SPARK.driver-version-skew", "SPARK.etcd-snapshots", "SPARK.reboot-pending",
-                                        "SPARK.rke2-certificates-expiry", "SPARK.unattended-upgrades-unheld"]
+    assert sorted(catalog.forecast) == ["SPARK.component-support", "SPARK.driver-version-skew", "SPARK.etcd-snapshots",
+                                        "SPARK.reboot-pending", "SPARK.rke2-certificates-expiry",
+                                        "SPARK.unattended-upgrades-unheld"]
     assert {r.kind for r in catalog.forecast.values()} == {"forecast"}
     assert all(r.remediation and r.remediation_ko for r in catalog.forecast.values())
 
@@ -195,3 +196,30 @@ def test_etcd_snapshots_that_are_off_old_missing_or_empty_are_named() -> None:
     empty = f"{fresh:.10f} 0 etcd-snapshot-gpu-01-{int(fresh)}\n"
     assert snapshot_problems({}, parse_snapshots(empty), now) == [
         f"the latest etcd snapshot etcd-snapshot-gpu-01-{int(fresh)} is empty (0 bytes)"]
+
+
+def test_support_is_judged_against_the_run_date_and_an_unknown_version_is_never_a_pass(tmp_path) -> None:
+    import datetime
+
+    from pytest_dgxspark.catalog.support import SupportTableError, load_support
+
+    table = load_support()
+    before, after = datetime.date(2026, 8, 19), datetime.date(2026, 12, 2)
+    assert table.status("gpu-operator", "v26.3.2", before).status == "supported"
+    assert table.status("gpu-operator", "v26.3.2", after).status == "deprecated"  # since 26.7.0, no end dated yet
+    ended = table.status("gpu-operator", "v25.10.1", after)
+    assert (ended.status, ended.line.end) == ("ended", datetime.date(2026, 8, 20)) and ended.line.sources
+    assert table.status("nvidia-driver", "580.95.05", after).status == "supported"
+    assert table.status("nvidia-driver", "580.95.05", datetime.date(2028, 9, 1)).status == "ended"
+    assert table.status("nvidia-driver", "570.195.03", datetime.date(2026, 2, 28)).status == "supported"
+    assert table.status("nvidia-driver", "570.195.03", datetime.date(2026, 3, 1)).status == "ended"
+    assert table.status("nvidia-driver", "5800.1", after).status == "unknown"  # a line covers "580" or "580.*" only
+    rke2 = table.status("rke2", "v1.34.10+rke2r1", after)
+    assert rke2.status == "unknown" and "SUSE" in rke2.reason and rke2.line is None
+    unknown = table.status("gpu-operator", "v27.1.0", after)
+    assert unknown.status == "unknown" and "no line of GPU Operator chart covering v27.1.0" in unknown.reason
+    bad = tmp_path / "support.yaml"
+    bad.write_text("components:\n  x: {what: X, lines: [{line: '1', deprecated: soon, end: null, sources: []}]}\n")
+    with pytest.raises(SupportTableError, match="not a date.*no sources named|no sources named.*not a date"):
+        load_support(bad)
+
