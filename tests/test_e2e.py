@@ -270,7 +270,7 @@ def test_the_healthy_dgx_spark_passes_every_rule_but_the_air_gap_one(tmp_path):
     assert proc.returncode == 0
     assert doc["verdict"] == "ACCEPTED" and doc["root_causes"] == []
     assert doc["forecast"] == [] and doc["forecast_mode"] == "advise"  # silent on the healthy Spark
-    assert set(doc["forecast_checked"].values()) == {"silent"} and len(doc["forecast_checked"]) == 6
+    assert set(doc["forecast_checked"].values()) == {"silent"} and len(doc["forecast_checked"]) == 7
 
 
 def test_gpu_marker_reruns_exactly_the_gpu_chain(tmp_path):

@@ -41,7 +41,7 @@ def test_the_catalog_keeps_the_30_rules_and_the_forecast_apart() -> None:
     assert not set(catalog.rules) & set(catalog.forecast)
     assert all(r.kind != "forecast" for r in catalog.rules.values())
     assert sorted(catalog.forecast) == ["SPARK.component-support", "SPARK.driver-version-skew", "SPARK.etcd-snapshots",
-                                        "SPARK.reboot-pending", "SPARK.rke2-certificates-expiry",
+                                        "SPARK.gb10-memory-headroom", "SPARK.reboot-pending", "SPARK.rke2-certificates-expiry",
                                         "SPARK.unattended-upgrades-unheld"]
     assert {r.kind for r in catalog.forecast.values()} == {"forecast"}
     assert all(r.remediation and r.remediation_ko for r in catalog.forecast.values())
@@ -223,3 +223,25 @@ def test_support_is_judged_against_the_run_date_and_an_unknown_version_is_never_
     with pytest.raises(SupportTableError, match="not a date.*no sources named|no sources named.*not a date"):
         load_support(bad)
 
+
+
+def test_gb10_memory_headroom_reads_kubelet_args_and_gpu_pods_memory_limits() -> None:
+    from pytest_dgxspark.judge.upkeep import gpu_pods_without_memory_limit, memory_headroom, unified_memory
+
+    assert unified_memory({"devices": [{"memory_rc": 3, "memory_error": "Not Supported"}]})
+    assert not unified_memory({"devices": [{"memory_rc": 0, "memory_total": 85899345920}]})
+    config = {"kubelet-arg": ["system-reserved=memory=4Gi", "max-pods=110", "--eviction-hard=memory.available<2Gi",
+                              "kube-reserved=cpu=500m"]}
+    assert memory_headroom(config) == {"system-reserved": "memory=4Gi", "eviction-hard": "memory.available<2Gi"}
+    assert memory_headroom({"kubelet-arg": ["kube-reserved=cpu=500m"]}) == {} and memory_headroom({}) == {}
+
+    def pod(name, limits, node="gpu-01", phase="Running", labels=None):
+        return {"metadata": {"namespace": "ai", "name": name, "labels": labels or {}},
+                "spec": {"nodeName": node, "containers": [{"name": "c", "resources": {"limits": limits}}]},
+                "status": {"phase": phase}}
+
+    pods = [pod("limited", {"nvidia.com/gpu": "1", "memory": "32Gi"}), pod("unlimited", {"nvidia.com/gpu": "1"}),
+            pod("cpu-only", {}), pod("elsewhere", {"nvidia.com/gpu": "1"}, node="gpu-02"),
+            pod("done", {"nvidia.com/gpu": "1"}, phase="Succeeded"),
+            pod("ours", {"nvidia.com/gpu": "1"}, labels={"app.kubernetes.io/managed-by": "pytest-dgxspark"})]
+    assert gpu_pods_without_memory_limit(pods, "gpu-01") == ["ai/unlimited"]

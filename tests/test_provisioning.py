@@ -209,6 +209,7 @@ def test_rendered_config_and_cilium_values_follow_the_tirosh_home_vars(tmp_path:
     assert config == {
         "write-kubeconfig-mode": "0600", "node-name": "gpu-01", "tls-san": ["192.168.10.21"], "cni": "cilium",
         "disable-kube-proxy": False,
+        "kubelet-arg": ["system-reserved=memory=4Gi", "kube-reserved=memory=2Gi", "eviction-hard=memory.available<2Gi"],
         "node-label": ["node.tirosh.ai/role=gpu", "node.tirosh.ai/workload=ai", "node.tirosh.ai/model=dgx-spark",
                        "nvidia.com/gpu.present=true"],
     }

@@ -112,3 +112,43 @@ def snapshot_problems(config: Mapping[str, Any], snapshots: Iterable[Any], now: 
     if latest.size == 0:
         problems.append(f"the latest etcd snapshot {latest.name} is empty (0 bytes)")
     return problems
+
+
+# kubelet flags that keep memory back from pods (RKE2 passes them as config.yaml kubelet-arg "<flag>=<value>")
+MEMORY_HEADROOM_FLAGS = ("system-reserved", "kube-reserved", "eviction-hard", "eviction-soft")
+NVML_ERROR_NOT_SUPPORTED = 3
+
+
+def unified_memory(nvml_result: Mapping[str, Any]) -> bool:
+    """Whether the host's GPU shares the system's memory: NVML answers its memory info NOT_SUPPORTED (GB10)."""
+    return any(d.get("memory_rc") == NVML_ERROR_NOT_SUPPORTED for d in nvml_result.get("devices") or [])
+
+
+def memory_headroom(config: Mapping[str, Any]) -> dict[str, str]:
+    """flag -> value of the kubelet-arg entries that reserve memory or evict on it (a memory= or memory.available)."""
+    args = config.get("kubelet-arg") or []
+    found: dict[str, str] = {}
+    for arg in args if isinstance(args, list) else [args]:
+        flag, _, value = str(arg).lstrip("-").partition("=")
+        if flag in MEMORY_HEADROOM_FLAGS and "memory" in value:
+            found[flag] = value
+    return found
+
+
+def gpu_pods_without_memory_limit(pods: Iterable[Mapping[str, Any]], node: str) -> list[str]:
+    """namespace/name of the running or pending pods on `node` with a container that limits or requests
+    nvidia.com/gpu and has no memory limit (the suite's own probe pods left out)."""
+    found = []
+    for pod in pods:
+        meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+        if spec.get("nodeName") != node or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            continue
+        if (meta.get("labels") or {}).get("app.kubernetes.io/managed-by") == "pytest-dgxspark":
+            continue
+        for container in spec.get("containers") or []:
+            resources = container.get("resources") or {}
+            limits, requests = resources.get("limits") or {}, resources.get("requests") or {}
+            if ("nvidia.com/gpu" in limits or "nvidia.com/gpu" in requests) and "memory" not in limits:
+                found.append(f"{meta.get('namespace')}/{meta.get('name')}")
+                break
+    return sorted(found)

@@ -23,6 +23,7 @@ VARS_SCHEMA: dict = {
         "rke2_version": {"type": "string", "pattern": r"^v\d+\.\d+\.\d+\+rke2r\d+$"},
         "rke2_node_labels": {"type": "array", "items": {"type": "string", "pattern": LABEL_PATTERN}},
         "rke2_node_taints": {"type": "array", "items": {"type": "string", "pattern": TAINT_PATTERN}},
+        "rke2_kubelet_args": {"type": "array", "items": {"type": "string", "pattern": r"^[a-z][a-z0-9-]*=\S+$"}},
         "rke2_cni": {"enum": ["cilium", "canal", "calico", "flannel", "none"]},
         "rke2_disable_kube_proxy": {"type": "boolean"},
         "rke2_cilium": {

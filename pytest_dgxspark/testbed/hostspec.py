@@ -59,7 +59,10 @@ DEFAULTS: dict[str, Any] = {
     "containerd_default_runtime": "runc",
     # /etc/rancher/rke2/config.yaml as tirosh-home's provisioning writes it; node_labels/node_taints become
     # node-label/node-taint. The scenario's own data: never read from --site, so a changed site shows drift.
-    "rke2_config": {"write-kubeconfig-mode": "0600", "node-name": "{hostname}", "cni": "cilium", "disable-kube-proxy": False},
+    "rke2_config": {"write-kubeconfig-mode": "0600", "node-name": "{hostname}", "cni": "cilium", "disable-kube-proxy": False,
+                    # what sites/tirosh-home declares (rke2_kubelet_args): GB10 memory headroom
+                    "kubelet-arg": ["system-reserved=memory=4Gi", "kube-reserved=memory=2Gi",
+                                    "eviction-hard=memory.available<2Gi"]},
     "node_labels": ["node.tirosh.ai/role=gpu", "node.tirosh.ai/workload=ai", "node.tirosh.ai/model=dgx-spark",
                     "nvidia.com/gpu.present=true"],
     "node_taints": [],
