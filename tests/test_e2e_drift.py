@@ -57,6 +57,7 @@ def test_an_unchanged_site_copy_passes_like_the_bundled_site(tmp_path):
     statuses, roots, _ = run_drift(tmp_path, site_copy(tmp_path))
     assert roots == []
     assert statuses.pop("ADR-0002.image-mirror") == "not-applicable"
+    assert statuses.pop("SPARK.gpu-sharing-replicas") == "not-applicable"  # the site configures no time-slicing
     assert statuses.pop("ADR-0001.hardening-baseline") == "recorded"  # informational, as on the bundled site
     assert set(statuses.values()) == {"passed"}
 

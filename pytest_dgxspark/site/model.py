@@ -296,6 +296,16 @@ def load_inventory(path: Path, ssh_config: str | None = None) -> tuple[dict, tup
     return data, hosts
 
 
+def site_name(root: Path, vars_: dict[str, Any] | None) -> str:
+    """A site is named by its folder (sites/<site>/). A testbed scenario's own `site/` folder is a copy of a site and
+    takes that site's name, the first part of the context it names (tirosh-home/rke2/gpu -> tirosh-home), so its runs
+    compare with the site's and its bundles verify against the site's allowed_signers."""
+    context = str((vars_ or {}).get("rke2_context_name") or "")
+    if root.name == "site" and (root.parent / "scenario.yaml").is_file() and "/" in context:
+        return context.split("/", 1)[0]
+    return root.name
+
+
 def load_site(root: Path) -> Site:
     """Load sites/<name>/ and validate every file; raise SiteError listing every problem."""
     root = Path(root)
@@ -329,6 +339,6 @@ def load_site(root: Path) -> Site:
         raise SiteError("\n".join(problems))
     kubeconfig = root / "rke2" / "kubeconfig.yml"
     return Site(
-        name=root.name, root=root, vars=vars_, helmchart=helmchart, inventory=inventory, hosts=hosts,
+        name=site_name(root, vars_), root=root, vars=vars_, helmchart=helmchart, inventory=inventory, hosts=hosts,
         kubeconfig=kubeconfig if kubeconfig.is_file() else None,
     )

@@ -145,8 +145,9 @@ def record_update(old: dict[str, Any] | None, new: dict[str, Any], manager: str,
 
 
 def apply(live: dict[str, Any] | None, config: dict[str, Any], manager: str, version: str, force: bool,
-          merge: Any) -> dict[str, Any]:
-    """Server-side apply of `config` by `manager` over `live` (None: create); raises ApplyConflict."""
+          merge: Any, default: Any = None) -> dict[str, Any]:
+    """Server-side apply of `config` by `manager` over `live` (None: create); raises ApplyConflict. `default(obj)`
+    gives what the server's defaulting adds, so that applying the same configuration again is known as a no-op."""
     applied = leaves(config)
     current = copy.deepcopy(live) if live is not None else {"metadata": {}}
     values = leaves(current)
@@ -176,6 +177,8 @@ def apply(live: dict[str, Any] | None, config: dict[str, Any], manager: str, ver
             continue
         owned = _owned(entry) - taken
         kept.append({**entry, "fieldsV1": to_fields_v1(owned, entry.get("operation") == "Update")})
+    if default is not None:
+        default(result)
     if live is not None and set(applied) == previously and not taken and _content(result) == _content(live):
         _write(result, entries)  # the same configuration applied again: a no-op keeps the entries and their times
         return result

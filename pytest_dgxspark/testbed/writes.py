@@ -267,6 +267,8 @@ def _write(h: Exchange, r: Resource, namespace: str | None, name: str, query: di
     def full(old: dict[str, Any]) -> dict[str, Any]:
         new = compute(old)
         _check_type(r, new)
+        if sub != "status":  # every write is defaulted as a create is (an applied list keeps its defaulted fields),
+            defaults.apply(new, None if r.builtin else crdschemas.schema(r.plural, r.group))  # before generation counts
         new = _carry(r, old, new, sub)
         _normalize(r, new)
         if not applied:
@@ -364,7 +366,8 @@ def _apply(h: Exchange, r: Resource, namespace: str | None, name: str, body: byt
 
     def owned(old: dict[str, Any] | None) -> dict[str, Any]:
         try:
-            return fieldmanager.apply(old, config, who, r.group_version, force, merge)
+            return fieldmanager.apply(old, config, who, r.group_version, force, merge,
+                                      lambda obj: defaults.apply(obj, None if r.builtin else crdschemas.schema(r.plural, r.group)))
         except fieldmanager.ApplyConflict as exc:
             raise ApiError(409, "Conflict", str(exc), {**details(r, name), "causes": exc.causes()}) from None
 
