@@ -73,7 +73,7 @@ class Server(ThreadingHTTPServer):
         present = {(o.get("kind"), (o.get("metadata") or {}).get("namespace"), (o.get("metadata") or {}).get("name")) for o in objects}
         nodes = [o for o in objects if o.get("kind") == "Node"]
         for extra in (bootstrap.kubernetes_service(address[0], address[1]) + bootstrap.leases(nodes, self.started)
-                      + bootstrap.control_plane_configmaps(self.started, self._ca_pem())):
+                      + bootstrap.control_plane_configmaps(self.started, self.ca_pem())):
             if (extra["kind"], extra["metadata"]["namespace"], extra["metadata"]["name"]) not in present:
                 objects.append(extra)
         bootstrap.controller_marks(objects)
@@ -100,7 +100,8 @@ class Server(ThreadingHTTPServer):
         threading.Thread(target=openapi.v3_document, args=("api/v1", self.settings.get("version", "")), daemon=True).start()
         threading.Thread(target=bootstrap.renew_node_leases, args=(self.store, self.dead), daemon=True).start()
 
-    def _ca_pem(self) -> str:
+    def ca_pem(self) -> str:
+        """The cluster CA's PEM (what the token controller and kube-system's authentication ConfigMap carry)."""
         path = self.directory / "pki" / f"{self.cluster}-ca.crt"
         return path.read_text() if path.is_file() else ""
 

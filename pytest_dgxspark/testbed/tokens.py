@@ -22,6 +22,12 @@ def _stamp(when: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(when))
 
 
+def account_identity(namespace: str, name: str) -> dict[str, Any]:
+    """Who a ServiceAccount's token authenticates as (its username and groups)."""
+    return {"username": f"system:serviceaccount:{namespace}:{name}",
+            "groups": ["system:serviceaccounts", f"system:serviceaccounts:{namespace}", "system:authenticated"]}
+
+
 def request(h: Exchange, namespace: str, name: str, review: dict[str, Any]) -> None:
     """Mint a token for an existing ServiceAccount; 404 as the API answers for one that does not exist."""
     accounts = BY_GROUP_VERSION["v1"]["serviceaccounts"]
@@ -34,9 +40,7 @@ def request(h: Exchange, namespace: str, name: str, review: dict[str, Any]) -> N
                        "Invalid value: " + str(seconds) + ": may not specify a duration less than 10 minutes",
                        {"name": name, "group": "authentication.k8s.io", "kind": "TokenRequest"})
     token = secrets.token_urlsafe(48)
-    h.server.tokens[token] = {"username": f"system:serviceaccount:{namespace}:{name}",
-                              "groups": ["system:serviceaccounts", f"system:serviceaccounts:{namespace}",
-                                         "system:authenticated"]}
+    h.server.tokens[token] = account_identity(namespace, name)
     now = time.time()
     h.send_json(201, {"kind": "TokenRequest", "apiVersion": "authentication.k8s.io/v1",
                       "metadata": {"name": name, "namespace": namespace, "creationTimestamp": _stamp(now)},

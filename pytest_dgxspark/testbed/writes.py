@@ -12,7 +12,17 @@ from typing import Any
 
 import yaml
 
-from pytest_dgxspark.testbed import bootstrap, crdschemas, defaults, fieldmanager, openapi, patches, protobuf, resources
+from pytest_dgxspark.testbed import (
+    bootstrap,
+    crdschemas,
+    defaults,
+    fieldmanager,
+    openapi,
+    patches,
+    protobuf,
+    resources,
+    tokens,
+)
 from pytest_dgxspark.testbed.podshape import SUFFIX_ALPHABET, qos_class, ts
 from pytest_dgxspark.testbed.reply import (
     ApiError,
@@ -183,26 +193,18 @@ def _token_controller(h: Exchange, secret: dict[str, Any]) -> None:
         return  # the real controller waits for the account (and deletes the Secret once it is gone)
     token = secrets.token_urlsafe(48)
     namespace = md["namespace"]
-    h.server.tokens[token] = {"username": f"system:serviceaccount:{namespace}:{account_name}",
-                              "groups": ["system:serviceaccounts", f"system:serviceaccounts:{namespace}", "system:authenticated"]}
+    h.server.tokens[token] = tokens.account_identity(namespace, account_name or "")
     md.setdefault("annotations", {})["kubernetes.io/service-account.uid"] = account["metadata"].get("uid", "")
-    ca = (h.server.directory / "pki" / f"{h.server.cluster}-ca.crt").read_bytes()
-    secret["data"] = {**(secret.get("data") or {}), "ca.crt": base64.b64encode(ca).decode(),
+    secret["data"] = {**(secret.get("data") or {}), "ca.crt": base64.b64encode(h.server.ca_pem().encode()).decode(),
                       "namespace": base64.b64encode(namespace.encode()).decode(),
                       "token": base64.b64encode(token.encode()).decode()}
 
 
 def pod_defaults(pod: dict[str, Any]) -> None:
     spec = pod.setdefault("spec", {})
-    for key, value in (("restartPolicy", "Always"), ("dnsPolicy", "ClusterFirst"), ("schedulerName", "default-scheduler"),
-                       ("terminationGracePeriodSeconds", 30), ("serviceAccountName", "default"), ("serviceAccount", "default"),
-                       ("priority", 0), ("enableServiceLinks", True), ("preemptionPolicy", "PreemptLowerPriority"),
-                       ("securityContext", {})):
+    # SetDefaults_PodSpec, DefaultTolerationSeconds and the service account follow in defaults.apply (new_object)
+    for key, value in (("priority", 0), ("enableServiceLinks", True), ("preemptionPolicy", "PreemptLowerPriority")):
         spec.setdefault(key, value)
-    tolerations = spec.setdefault("tolerations", [])
-    for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):
-        if not any(t.get("key") == key for t in tolerations):
-            tolerations.append({"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300})
     for c in spec.get("containers", []) + spec.get("initContainers", []):
         c.setdefault("imagePullPolicy", "Always" if c.get("image", "").endswith(":latest") or ":" not in c.get("image", "") else "IfNotPresent")
         c.setdefault("terminationMessagePath", "/dev/termination-log")
