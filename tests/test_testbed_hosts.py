@@ -136,14 +136,17 @@ def test_every_host_names_its_scenario_and_sshd_names_the_testbed(healthy: Node)
 def test_config_yaml_is_written_from_the_hosts_own_data() -> None:
     context = {"hostname": "gpu-01", "node_ip": "10.0.0.2", "name": "gpu-01"}
     assert hostfiles.rke2_config_yaml(hosts.host_spec({}), context) == (
-        'write-kubeconfig-mode: "0600"\nnode-name: gpu-01\ncni: cilium\ndisable-kube-proxy: false\nnode-label:\n'
+        'write-kubeconfig-mode: "0600"\nnode-name: gpu-01\ncni: cilium\ndisable-kube-proxy: false\n'
+        "kubelet-arg:\n  - system-reserved=memory=4Gi\n  - kube-reserved=memory=2Gi\n"
+        "  - eviction-hard=memory.available<2Gi\nnode-label:\n"
         "  - node.tirosh.ai/role=gpu\n  - node.tirosh.ai/workload=ai\n  - node.tirosh.ai/model=dgx-spark\n"
         "  - nvidia.com/gpu.present=true\n")
     own = hosts.host_spec({"rke2_config": {"cni": "canal", "disable-kube-proxy": True}, "node_labels": ["a.b/c=d"],
                            "node_taints": ["nvidia.com/gpu=present:NoSchedule"]})
     assert hostfiles.rke2_config_yaml(own, context) == (
         'write-kubeconfig-mode: "0600"\nnode-name: gpu-01\ncni: canal\ndisable-kube-proxy: true\n'
-        "node-label:\n  - a.b/c=d\nnode-taint:\n  - nvidia.com/gpu=present:NoSchedule\n")
+        "kubelet-arg:\n  - system-reserved=memory=4Gi\n  - kube-reserved=memory=2Gi\n"
+        "  - eviction-hard=memory.available<2Gi\nnode-label:\n  - a.b/c=d\nnode-taint:\n  - nvidia.com/gpu=present:NoSchedule\n")
 
 
 @pytest.mark.slow
