@@ -14,7 +14,8 @@ SITE ?=
 SCENARIO ?= healthy
 REPORT_DIR ?= reports
 PYTEST_ARGS ?=
-# make test's pytest-xdist workers (tests that share a module-scoped fixture run on one worker: tests/conftest.py)
+# make test's pytest-xdist workers; --dist loadfile keeps each test file on one worker, so a module's shared fixture
+# (a testbed, tests/test_e2e.py's pool of suite runs) is made once
 TEST_WORKERS ?= 2
 # Debian packages the testbed and the report tests need: a real sshd, gcc for the NVML mock, iproute2 for
 # network namespaces, Chromium and poppler to render and print the handover summary.
@@ -58,7 +59,7 @@ demo: setup ## the whole suite against a simulated DGX Spark [SCENARIO=healthy];
 	exit $$status
 
 test: setup lint ## the project's own tests (what CI runs, with test-provisioning): lint, then every test but the Ansible runs
-	$(PYTEST) tests -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgroup -m "not (slow and provisioning)" $(PYTEST_ARGS)
+	$(PYTEST) tests -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile -m "not (slow and provisioning)" $(PYTEST_ARGS)
 
 test-provisioning: setup ## the provisioning's Ansible and make runs against fake hosts over real SSH (CI runs it after make test)
 	$(PYTEST) tests -q -p no:cacheprovider -m "slow and provisioning" $(PYTEST_ARGS)

@@ -29,21 +29,6 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
                                     f"{reasons[0].removeprefix('Skipped: real control plane: ')}", yellow=True, bold=True)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (make test: -n 2 --dist loadgroup) the tests of one module that share a module-scoped
-    fixture (a testbed, the pool of end-to-end suite runs) run on one worker, so the fixture is made once; every
-    other test goes to whichever worker is free."""
-    for item in items:
-        info = getattr(item, "_fixtureinfo", None)
-        if info is None:
-            continue
-        shared = any(definition.scope in ("module", "package", "session")
-                     for name in info.names_closure for definition in info.name2fixturedefs.get(name, ())
-                     if definition.baseid)  # a fixture of the project's own tests, not a plugin's
-        if shared:
-            item.add_marker(pytest.mark.xdist_group(item.module.__name__ if item.module else item.nodeid))
-
-
 def alias_bomb(indent: str = "") -> str:
     """A billion-laughs YAML mapping (nine levels of nine aliases: 9**9 strings once expanded), lines indented."""
     lines = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
