@@ -25,6 +25,14 @@ pytestmark = [pytest.mark.slow, pytest.mark.skipif(
 # SSH and the simulated kubelet, so a 2-core CI machine runs 4 of them in about a third of the serial time.
 E2E_WORKERS = int(os.environ.get("DGXSPARK_E2E_WORKERS", "4"))
 
+# The day the suite runs judge support dates on (--dgxspark-run-date), so that what they advise does not move with the
+# real date: within Kubernetes 1.34's upstream support (end 2026-10-27, catalog/support-lifecycle.yaml), which every
+# bundled scenario's RKE2 v1.34.10+rke2r1 builds on, so the healthy Spark stays silent.
+RUN_DATE = "2026-10-01"
+# Scenarios whose declared forecast is a support end after RUN_DATE run on the day support-lifecycle.yaml read NVIDIA's
+# drivers page (their H100 agent's R565 had ended by then; so had Kubernetes 1.34 upstream).
+RUN_DATES = {"heterogeneous": "2026-12-02", "nvidia-default-runtime-multi-gpu": "2026-12-02"}
+
 
 def run_selected(tmp_path_factory: pytest.TempPathFactory, wanted: list[str],
                  runs: dict[str, Callable[[Path], tuple[str, ...]]]) -> dict[str, Any]:
@@ -80,6 +88,8 @@ def bundled_scenarios() -> list[str]:
 
 def run_suite(tmp_path: Path, *args: str, timeout: int = 300) -> tuple[subprocess.CompletedProcess, dict]:
     report_dir = tmp_path / "reports"
+    if "--dgxspark-run-date" not in args:
+        args = (*args, "--dgxspark-run-date", RUN_DATE)
     cmd = [sys.executable, "-m", "pytest", "suites", "--report-dir", str(report_dir), "-p", "no:cacheprovider",
            "-q", "--no-header", "--dgxspark-cuda-timeout", "15", "--dgxspark-smi-timeout", "8", *args]
     env = {**os.environ, "TMPDIR": str(_run_tmp(tmp_path))}
@@ -118,7 +128,8 @@ def scenario_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
     wanted = selected(request, "test_the_suites_give_the_scenarios_expected_statuses_and_root_causes")
     if "test_every_judged_rule_is_a_root_cause_in_some_bundled_scenario_run" in selected(request):
         wanted = bundled_scenarios()  # the coverage test reads every scenario's run
-    runs = {name: (lambda _folder, name=name: ("--testbed", name)) for name in bundled_scenarios()}
+    runs = {name: (lambda _folder, name=name: ("--testbed", name, "--dgxspark-run-date", RUN_DATES.get(name, RUN_DATE)))
+            for name in bundled_scenarios()}
     for test_name, (key, run) in FAULT_RUNS.items():  # runs of faulted scenarios, in the same pool, longest first
         if test_name in selected(request):
             wanted, runs[key] = [key, *wanted], run
@@ -269,8 +280,22 @@ def test_the_healthy_dgx_spark_passes_every_rule_but_the_air_gap_one(tmp_path):
     assert set(statuses.values()) == {"passed"}, proc.stdout[-3000:]
     assert proc.returncode == 0
     assert doc["verdict"] == "ACCEPTED" and doc["root_causes"] == []
-    assert doc["forecast"] == [] and doc["forecast_mode"] == "advise"  # silent on the healthy Spark
+    assert doc["forecast"] == [] and doc["forecast_mode"] == "advise"  # silent on the healthy Spark (on RUN_DATE)
     assert set(doc["forecast_checked"].values()) == {"silent"} and len(doc["forecast_checked"]) == 7
+
+
+def test_past_kubernetes_1_34s_upstream_end_the_healthy_spark_is_advised_to_upgrade_rke2(tmp_path):
+    proc, doc = run_suite(tmp_path, "--testbed", "healthy", "--dgxspark-run-date", "2026-12-02",
+                          "-k", "within_support or helmchart_pins")
+    advised = [(e["id"], e["status"], e["due"]) for e in doc["forecast"]]
+    assert advised == [("SPARK.component-support", "advised", "2026-10-27")], proc.stdout[-3000:]
+    where, _, message = doc["forecast"][0]["message"].partition("): ")
+    assert where.startswith("Kubernetes API of context 'tirosh-home/rke2/gpu' (https://")
+    assert message == (
+        "RKE2 minor (its Kubernetes minor's upstream support) v1.34.10+rke2r1 is past the end of "
+        "its support on 2026-10-27 (run date 2026-12-02; source: kubernetes.io/releases/1.34: Kubernetes 1.34 "
+        "Maintenance Mode Start Date 2026-08-27, End Of Life Date 2026-10-27 (upstream Kubernetes, which RKE2 v1.34 "
+        "builds on; not SUSE's RKE2 date)): no more bug or CVE fixes")
 
 
 def test_gpu_marker_reruns_exactly_the_gpu_chain(tmp_path):

@@ -214,8 +214,15 @@ def test_support_is_judged_against_the_run_date_and_an_unknown_version_is_never_
     assert table.status("nvidia-driver", "570.195.03", datetime.date(2026, 2, 28)).status == "supported"
     assert table.status("nvidia-driver", "570.195.03", datetime.date(2026, 3, 1)).status == "ended"
     assert table.status("nvidia-driver", "5800.1", after).status == "unknown"  # a line covers "580" or "580.*" only
+    # RKE2 minors by their Kubernetes minor's upstream dates (kubernetes.io/releases), not SUSE's
     rke2 = table.status("rke2", "v1.34.10+rke2r1", after)
-    assert rke2.status == "unknown" and "SUSE" in rke2.reason and rke2.line is None
+    assert (rke2.status, rke2.line.end) == ("ended", datetime.date(2026, 10, 27))
+    assert "kubernetes.io/releases/1.34" in rke2.line.sources[0] and "not SUSE's RKE2 date" in rke2.line.sources[0]
+    assert table.status("rke2", "v1.34.10+rke2r1", datetime.date(2026, 8, 26)).status == "supported"
+    assert table.status("rke2", "v1.34.10+rke2r1", datetime.date(2026, 10, 27)).status == "deprecated"  # its last day
+    assert table.status("rke2", "v1.35.1+rke2r1", after).status == "supported"
+    old_minor = table.status("rke2", "v1.32.9+rke2r1", after)
+    assert old_minor.status == "unknown" and "SUSE" in old_minor.reason and old_minor.line is None
     unknown = table.status("gpu-operator", "v27.1.0", after)
     assert unknown.status == "unknown" and "no line of GPU Operator chart covering v27.1.0" in unknown.reason
     bad = tmp_path / "support.yaml"
