@@ -282,6 +282,16 @@ def test_the_healthy_dgx_spark_passes_every_rule_but_the_air_gap_one(tmp_path):
     assert doc["verdict"] == "ACCEPTED" and doc["root_causes"] == []
     assert doc["forecast"] == [] and doc["forecast_mode"] == "advise"  # silent on the healthy Spark (on RUN_DATE)
     assert set(doc["forecast_checked"].values()) == {"silent"} and len(doc["forecast_checked"]) == 7
+    # the server's etcd-s3 credentials (its config.yaml.d drop-in, read as evidence) reach no bundle file
+    from pytest_dgxspark.testbed.hostspec import TESTBED_ETCD_S3_CREDENTIALS
+
+    bundle = (tmp_path / "reports" / "latest").resolve()
+    removed = {e["where"].rsplit(".", 1)[-1] for e in doc["redactions"]}
+    assert {"etcd-s3-access-key", "etcd-s3-secret-key"} <= removed  # read, and removed by the redaction layer
+    assert any(b"tirosh-home-etcd-snapshots" in p.read_bytes() for p in bundle.rglob("*") if p.is_file())
+    leaked = [(p.name, v) for p in bundle.rglob("*") if p.is_file() for v in TESTBED_ETCD_S3_CREDENTIALS
+              if v.encode() in p.read_bytes()]
+    assert leaked == []
 
 
 def test_past_kubernetes_1_34s_upstream_end_the_healthy_spark_is_advised_to_upgrade_rke2(tmp_path):

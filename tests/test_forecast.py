@@ -198,6 +198,37 @@ def test_etcd_snapshots_that_are_off_old_missing_or_empty_are_named() -> None:
         f"the latest etcd snapshot etcd-snapshot-gpu-01-{int(fresh)} is empty (0 bytes)"]
 
 
+def test_an_etcd_snapshot_copy_off_the_node_is_rke2s_s3_upload_or_one_the_site_declares() -> None:
+    from pytest_dgxspark.data.yamlload import loads
+    from pytest_dgxspark.judge.upkeep import etcd_s3_settings, offnode_copy_problems
+    from pytest_dgxspark.probes.rke2 import merge_rke2_config
+
+    vars_file = "sites/x/rke2/vars.yml"
+    # config.yaml and a credentials drop-in with RKE2's own keys (rke2-docs reference/server_config.md)
+    config = merge_rke2_config([
+        loads('cni: cilium\netcd-s3: true\netcd-s3-endpoint: s3.example.internal:9000\netcd-s3-bucket: snaps\n'
+              'etcd-s3-folder: gpu\n', "config.yaml"),
+        loads('etcd-s3-access-key: "AKIA-not-shown-0001"\netcd-s3-secret-key: "not-shown-secret-0002"\n', "50.yaml")])
+    assert offnode_copy_problems(config, {}, vars_file) == []
+    assert etcd_s3_settings(config) == {"etcd-s3": True, "etcd-s3-endpoint": "s3.example.internal:9000",
+                                        "etcd-s3-bucket": "snaps", "etcd-s3-folder": "gpu"}  # no credential
+    assert offnode_copy_problems({"etcd-s3": "true", "etcd-s3-config-secret": "etcd-s3-config"}, {}, vars_file) == []
+    assert offnode_copy_problems({"cni": "cilium"}, {}, vars_file) == [
+        "no off-node copy of the etcd snapshots: config.yaml (+ config.yaml.d) has no etcd-s3, and "
+        "sites/x/rke2/vars.yml declares neither rke2_etcd_s3 nor etcd_snapshot_offnode_copy: a lost disk loses every "
+        "snapshot with the cluster"]
+    assert offnode_copy_problems({"etcd-s3": True}, {}, vars_file) == [
+        "no off-node copy of the etcd snapshots: etcd-s3 is true but no etcd-s3-bucket (or etcd-s3-config-secret) "
+        "names where RKE2 uploads, and sites/x/rke2/vars.yml declares neither rke2_etcd_s3 nor "
+        "etcd_snapshot_offnode_copy: a lost disk loses every snapshot with the cluster"]
+    assert offnode_copy_problems({"etcd-s3-bucket": "snaps"}, {"rke2_etcd_s3": {"bucket": "snaps"}}, vars_file) == [
+        "no off-node copy of the etcd snapshots: etcd-s3-bucket is 'snaps' but etcd-s3 is not true: RKE2 uploads "
+        "nothing, while sites/x/rke2/vars.yml declares rke2_etcd_s3 ('snaps'): the playbook's etcd-s3 settings are "
+        "not in effect"]
+    declared = {"etcd_snapshot_offnode_copy": {"method": "rsync by the backup server", "destination": "nas:/rke2"}}
+    assert offnode_copy_problems({"cni": "cilium"}, declared, vars_file) == []
+
+
 def test_support_is_judged_against_the_run_date_and_an_unknown_version_is_never_a_pass(tmp_path) -> None:
     import datetime
 

@@ -209,17 +209,43 @@ def test_rendered_config_and_cilium_values_follow_the_tirosh_home_vars(tmp_path:
     assert config == {
         "write-kubeconfig-mode": "0600", "node-name": "gpu-01", "tls-san": ["192.168.10.21"], "cni": "cilium",
         "disable-kube-proxy": False,
+        "etcd-s3": True, "etcd-s3-endpoint": "s3.tirosh.home.arpa:9000", "etcd-s3-bucket": "tirosh-home-etcd-snapshots",
+        "etcd-s3-folder": "gpu",
         "kubelet-arg": ["system-reserved=memory=4Gi", "kube-reserved=memory=2Gi", "eviction-hard=memory.available<2Gi"],
         "node-label": ["node.tirosh.ai/role=gpu", "node.tirosh.ai/workload=ai", "node.tirosh.ai/model=dgx-spark",
                        "nvidia.com/gpu.present=true"],
     }
     assert stat.S_IMODE(config_path.stat().st_mode) == 0o600
+    # no vault variable given: no credentials anywhere (RKE2 then takes them from its environment or an instance role)
+    assert not (root / "etc/rancher/rke2/config.yaml.d/50-etcd-s3-credentials.yaml").exists()
     chart = yaml.safe_load((root / "var/lib/rancher/rke2/server/manifests/rke2-cilium-config.yaml").read_text())
     assert (chart["apiVersion"], chart["kind"], chart["metadata"]) == (
         "helm.cattle.io/v1", "HelmChartConfig", {"name": "rke2-cilium", "namespace": "kube-system"})
     assert yaml.safe_load(chart["spec"]["valuesContent"]) == {
         "kubeProxyReplacement": False, "encryption": {"enabled": False},
         "hubble": {"enabled": False, "relay": {"enabled": False}, "ui": {"enabled": False}}}
+
+
+@pytest.mark.slow
+def test_etcd_s3_credentials_come_from_the_vault_variable_into_their_own_drop_in_and_are_never_logged(
+        tmp_path: Path) -> None:
+    vault = tmp_path / "vault.yml"  # what `-e @vault.yml` (ansible-vault decrypted) gives the play
+    vault.write_text(yaml.safe_dump({"rke2_etcd_s3_credentials": {"access_key": "Vault-S3-Access-0101",
+                                                                  "secret_key": "Vault-S3-Secret-0102"}}))
+    result, root = render(tmp_path, "-e", f"@{vault}", "--diff")
+    result.assert_ok()
+    drop_in = root / "etc/rancher/rke2/config.yaml.d/50-etcd-s3-credentials.yaml"
+    assert yaml.safe_load(drop_in.read_text()) == {"etcd-s3-access-key": "Vault-S3-Access-0101",
+                                                   "etcd-s3-secret-key": "Vault-S3-Secret-0102"}
+    assert stat.S_IMODE(drop_in.stat().st_mode) == 0o600
+    assert "Vault-S3" not in (root / "etc/rancher/rke2/config.yaml").read_text()
+    assert "Vault-S3" not in result.output  # no_log and no diff: neither the run nor --diff shows them
+    half = tmp_path / "half.yml"
+    half.write_text(yaml.safe_dump({"rke2_etcd_s3_credentials": {"access_key": "Vault-S3-Access-0101"}}))
+    (tmp_path / "half").mkdir()
+    refused, _ = render(tmp_path / "half", "-e", f"@{half}")
+    assert refused.rc != 0 and "must hold exactly access_key and secret_key" in refused.output
+    assert "Vault-S3" not in refused.output
 
 
 @pytest.mark.slow

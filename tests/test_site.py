@@ -24,6 +24,8 @@ def test_the_tirosh_home_site_carries_the_adr_values():
     assert site.helmchart["spec"]["version"] == "v26.3.2"
     assert site.helm_values == {"driver": {"enabled": True}, "cdi": {"nriPluginEnabled": True}}
     assert [h.name for h in site.hosts] == ["gpu-01"] and site.hosts[0].role == "server"
+    assert site.vars["rke2_etcd_s3"] == {"endpoint": "s3.tirosh.home.arpa:9000", "bucket": "tirosh-home-etcd-snapshots",
+                                         "folder": "gpu"}  # no credential: those come from the vault
 
 
 @pytest.mark.parametrize(
@@ -38,6 +40,13 @@ def test_the_tirosh_home_site_carries_the_adr_values():
         ("rke2/vars.yml", "rke2_cni: cilium", "rke2_cni: weave",
          "rke2/vars.yml: rke2_cni: 'weave' is not one of ['cilium', 'canal', 'calico', 'flannel', 'none']"),
         ("rke2/vars.yml", "airgap: false", "airgap: true", "rke2/vars.yml: mirror_registry: required when airgap is true"),
+        ("rke2/vars.yml", "  folder: gpu", "  folder: gpu\n  secret_key: Committed-S3-Secret-0003",
+         "rke2/vars.yml: rke2_etcd_s3: Additional properties are not allowed ('secret_key' was unexpected)"),
+        ("rke2/vars.yml", "  bucket: tirosh-home-etcd-snapshots\n", "",
+         "rke2/vars.yml: rke2_etcd_s3: {'endpoint': 's3.tirosh.home.arpa:9000', 'folder': 'gpu'} is not valid under "
+         "any of the given schemas"),
+        ("rke2/vars.yml", "airgap: false", "airgap: false\netcd_snapshot_offnode_copy: {method: rsync}",
+         "rke2/vars.yml: etcd_snapshot_offnode_copy: 'destination' is a required property"),
         ("rke2/gpu-operator.helmchart.yaml", "  targetNamespace: gpu-operator", "  targetNamespaces: gpu-operator",
          "rke2/gpu-operator.helmchart.yaml: spec: Additional properties are not allowed ('targetNamespaces' was unexpected)"),
         ("rke2/gpu-operator.helmchart.yaml", "  createNamespace: true", "  createNamespace: yes please",
@@ -49,6 +58,7 @@ def test_the_tirosh_home_site_carries_the_adr_values():
          "inventory.yml: duplicate key 'ansible_user'"),
     ],
     ids=["label-syntax", "taint-syntax", "unknown-cilium-key", "cni-choice", "airgap-needs-mirror",
+         "etcd-s3-credentials-refused", "etcd-s3-needs-a-bucket", "offnode-copy-needs-a-destination",
          "unknown-helmchart-key", "helmchart-type", "unknown-host-var", "duplicate-yaml-key"],
 )
 def test_site_schema_errors_name_the_file_and_key(site_copy, file, old, new, message):

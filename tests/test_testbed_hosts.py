@@ -137,14 +137,22 @@ def test_config_yaml_is_written_from_the_hosts_own_data() -> None:
     context = {"hostname": "gpu-01", "node_ip": "10.0.0.2", "name": "gpu-01"}
     assert hostfiles.rke2_config_yaml(hosts.host_spec({}), context) == (
         'write-kubeconfig-mode: "0600"\nnode-name: gpu-01\ncni: cilium\ndisable-kube-proxy: false\n'
+        "etcd-s3: true\netcd-s3-endpoint: s3.tirosh.home.arpa:9000\netcd-s3-bucket: tirosh-home-etcd-snapshots\n"
+        "etcd-s3-folder: gpu\n"
         "kubelet-arg:\n  - system-reserved=memory=4Gi\n  - kube-reserved=memory=2Gi\n"
         "  - eviction-hard=memory.available<2Gi\nnode-label:\n"
         "  - node.tirosh.ai/role=gpu\n  - node.tirosh.ai/workload=ai\n  - node.tirosh.ai/model=dgx-spark\n"
         "  - nvidia.com/gpu.present=true\n")
+    # the site's etcd-s3 upload is a server's, its credentials in the role's config.yaml.d drop-in
+    assert list(hosts.host_spec({})["files"]) == ["/etc/rancher/rke2/config.yaml.d/50-etcd-s3-credentials.yaml"]
+    agent = hosts.host_spec({}, name="cpu-01", role="agent")
+    assert not any(key.startswith("etcd-s3") for key in agent["rke2_config"]) and agent["files"] == {}
     own = hosts.host_spec({"rke2_config": {"cni": "canal", "disable-kube-proxy": True}, "node_labels": ["a.b/c=d"],
                            "node_taints": ["nvidia.com/gpu=present:NoSchedule"]})
     assert hostfiles.rke2_config_yaml(own, context) == (
         'write-kubeconfig-mode: "0600"\nnode-name: gpu-01\ncni: canal\ndisable-kube-proxy: true\n'
+        "etcd-s3: true\netcd-s3-endpoint: s3.tirosh.home.arpa:9000\netcd-s3-bucket: tirosh-home-etcd-snapshots\n"
+        "etcd-s3-folder: gpu\n"
         "kubelet-arg:\n  - system-reserved=memory=4Gi\n  - kube-reserved=memory=2Gi\n"
         "  - eviction-hard=memory.available<2Gi\nnode-label:\n  - a.b/c=d\nnode-taint:\n  - nvidia.com/gpu=present:NoSchedule\n")
 

@@ -1,5 +1,6 @@
 """What the host forecasts say, as pure functions of the upkeep probe's values: driver version skew, a pending
-reboot that changes the kernel or driver, packages unattended-upgrades may replace (rules SPARK.* of beyond.yaml)."""
+reboot that changes the kernel or driver, packages unattended-upgrades may replace, etcd snapshots and their off-node
+copy (rules SPARK.* of beyond.yaml)."""
 from __future__ import annotations
 
 import datetime
@@ -8,6 +9,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from pytest_dgxspark.data.values import as_bool
 from pytest_dgxspark.probes.upkeep import Package
 
 # package name prefixes by what they are (the driver's user space and kernel module, CUDA, the kernel, the toolkit)
@@ -112,6 +114,45 @@ def snapshot_problems(config: Mapping[str, Any], snapshots: Iterable[Any], now: 
     if latest.size == 0:
         problems.append(f"the latest etcd snapshot {latest.name} is empty (0 bytes)")
     return problems
+
+
+# RKE2's etcd-s3 keys that say where a snapshot's copy goes (rke2-docs reference/server_config.md "S3 etcd Snapshot
+# Storage"): shown in evidence and messages. etcd-s3-access-key, etcd-s3-secret-key and etcd-s3-session-token are
+# credentials: never read into a message or evidence (the redaction layer removes them from the config files' text).
+ETCD_S3_SHOWN = ("etcd-s3", "etcd-s3-endpoint", "etcd-s3-bucket", "etcd-s3-region", "etcd-s3-folder",
+                 "etcd-s3-config-secret")
+
+
+def etcd_s3_settings(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The effective config's etcd-s3 keys that name where the copy goes (none of its credentials)."""
+    return {key: config[key] for key in ETCD_S3_SHOWN if key in config}
+
+
+def offnode_copy_problems(config: Mapping[str, Any], site_vars: Mapping[str, Any], vars_file: str) -> list[str]:
+    """Why no etcd snapshot leaves the server: RKE2 uploads each one when config.yaml (+ config.yaml.d) has etcd-s3
+    true and names a bucket (etcd-s3-bucket, or etcd-s3-config-secret, a kube-system Secret holding the S3 settings);
+    else the site may declare another off-node copy (etcd_snapshot_offnode_copy in rke2/vars.yml)."""
+    enabled = as_bool(config.get("etcd-s3"))
+    bucket = str(config.get("etcd-s3-bucket") or "").strip()
+    secret = str(config.get("etcd-s3-config-secret") or "").strip()
+    if enabled and (bucket or secret):
+        return []
+    declared = site_vars.get("etcd_snapshot_offnode_copy")
+    if isinstance(declared, Mapping) and declared.get("destination"):
+        return []
+    if enabled:
+        seen = "etcd-s3 is true but no etcd-s3-bucket (or etcd-s3-config-secret) names where RKE2 uploads"
+    elif bucket:
+        seen = f"etcd-s3-bucket is {bucket!r} but etcd-s3 is not true: RKE2 uploads nothing"
+    else:
+        seen = "config.yaml (+ config.yaml.d) has no etcd-s3"
+    wanted = site_vars.get("rke2_etcd_s3")
+    if isinstance(wanted, Mapping):
+        where = wanted.get("bucket") or wanted.get("config_secret")
+        return [f"no off-node copy of the etcd snapshots: {seen}, while {vars_file} declares rke2_etcd_s3 "
+                f"({where!r}): the playbook's etcd-s3 settings are not in effect"]
+    return [f"no off-node copy of the etcd snapshots: {seen}, and {vars_file} declares neither rke2_etcd_s3 nor "
+            "etcd_snapshot_offnode_copy: a lost disk loses every snapshot with the cluster"]
 
 
 # kubelet flags that keep memory back from pods (RKE2 passes them as config.yaml kubelet-arg "<flag>=<value>")

@@ -24,6 +24,25 @@ VARS_SCHEMA: dict = {
         "rke2_node_labels": {"type": "array", "items": {"type": "string", "pattern": LABEL_PATTERN}},
         "rke2_node_taints": {"type": "array", "items": {"type": "string", "pattern": TAINT_PATTERN}},
         "rke2_kubelet_args": {"type": "array", "items": {"type": "string", "pattern": r"^[a-z][a-z0-9-]*=\S+$"}},
+        # RKE2's S3 upload of every etcd snapshot (config.yaml etcd-s3, etcd-s3-<key>; rke2-docs
+        # datastore/backup_restore.md); its credentials never live here (a vault variable: rke2_etcd_s3_credentials)
+        "rke2_etcd_s3": {
+            "type": "object",
+            "additionalProperties": False,
+            "anyOf": [{"required": ["bucket"]}, {"required": ["config_secret"]}],
+            "properties": {
+                "endpoint": _NONEMPTY, "bucket": _NONEMPTY, "region": _NONEMPTY, "folder": _NONEMPTY,
+                "endpoint_ca": _NONEMPTY, "skip_ssl_verify": {"type": "boolean"}, "insecure": {"type": "boolean"},
+                "config_secret": _NAME,
+            },
+        },
+        # a copy of the etcd snapshots off the node that is not RKE2's S3 upload (SPARK.etcd-snapshots): how and where
+        "etcd_snapshot_offnode_copy": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["method", "destination"],
+            "properties": {"method": _NONEMPTY, "destination": _NONEMPTY},
+        },
         "rke2_cni": {"enum": ["cilium", "canal", "calico", "flannel", "none"]},
         "rke2_disable_kube_proxy": {"type": "boolean"},
         "rke2_cilium": {

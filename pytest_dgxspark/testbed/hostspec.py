@@ -9,6 +9,10 @@ from typing import Any
 from pytest_dgxspark.testbed import captures, hardware
 from pytest_dgxspark.testbed.scenario import deep_merge as merge
 
+# The servers' etcd-s3 credentials (the rke2 role's config.yaml.d drop-in) and the testbed's made-up values of them.
+ETCD_S3_CREDENTIALS_FILE = "/etc/rancher/rke2/config.yaml.d/50-etcd-s3-credentials.yaml"
+TESTBED_ETCD_S3_CREDENTIALS = ("testbed-etcd-s3-access-0417", "testbed-etcd-s3-secret-9c2e71")
+
 # A healthy GB10 DGX Spark running an RKE2 server (gpu-stack-facts §1, §2, §5; rke2-provisioning-facts §1).
 DEFAULTS: dict[str, Any] = {
     "hostname": "gpu-01",
@@ -51,7 +55,10 @@ DEFAULTS: dict[str, Any] = {
     "modules": [],
     "kernel_log": [],
     "containers": [],
-    "files": {},
+    # inline files laid over the tree; the servers' etcd-s3 credentials drop-in as the rke2 role writes it from its
+    # vault variable (rke2_etcd_s3_credentials): the testbed's own values, which no bundle file may show
+    "files": {ETCD_S3_CREDENTIALS_FILE: "etcd-s3-access-key: \"{0}\"\netcd-s3-secret-key: \"{1}\"\n".format(
+        *TESTBED_ETCD_S3_CREDENTIALS)},
     "containerd_socket": True,
     "nri": True,
     # the CRI's default runtime in RKE2's generated containerd config (RKE2's own: runc; an nvidia one runs every pod
@@ -60,6 +67,9 @@ DEFAULTS: dict[str, Any] = {
     # /etc/rancher/rke2/config.yaml as tirosh-home's provisioning writes it; node_labels/node_taints become
     # node-label/node-taint. The scenario's own data: never read from --site, so a changed site shows drift.
     "rke2_config": {"write-kubeconfig-mode": "0600", "node-name": "{hostname}", "cni": "cilium", "disable-kube-proxy": False,
+                    # what sites/tirosh-home declares (rke2_etcd_s3): every etcd snapshot uploaded off the node
+                    "etcd-s3": True, "etcd-s3-endpoint": "s3.tirosh.home.arpa:9000",
+                    "etcd-s3-bucket": "tirosh-home-etcd-snapshots", "etcd-s3-folder": "gpu",
                     # what sites/tirosh-home declares (rke2_kubelet_args): GB10 memory headroom
                     "kubelet-arg": ["system-reserved=memory=4Gi", "kube-reserved=memory=2Gi",
                                     "eviction-hard=memory.available<2Gi"]},
@@ -94,6 +104,9 @@ AGENT_OVERRIDES: dict[str, Any] = {
     "services": {"rke2-server": {"active": "inactive", "enabled": "disabled"},
                  "rke2-agent": {"active": "active", "enabled": "enabled"}},
     "processes": ["/usr/local/bin/rke2 agent"] + DEFAULTS["processes"][1:],
+    # etcd and its S3 upload are a server's (the rke2 role writes them on servers only)
+    "rke2_config": {key: None for key in DEFAULTS["rke2_config"] if key.startswith("etcd-s3")},
+    "files": {ETCD_S3_CREDENTIALS_FILE: None},
 }
 
 
