@@ -240,6 +240,12 @@ def test_etcd_s3_credentials_come_from_the_vault_variable_into_their_own_drop_in
     assert stat.S_IMODE(drop_in.stat().st_mode) == 0o600
     assert "Vault-S3" not in (root / "etc/rancher/rke2/config.yaml").read_text()
     assert "Vault-S3" not in result.output  # no_log and no diff: neither the run nor --diff shows them
+    again, _ = render(tmp_path)  # a run without the vault variable leaves them in place
+    again.assert_ok()
+    assert drop_in.is_file()
+    dropped, _ = render(tmp_path, "-e", json.dumps({"rke2_etcd_s3": {}}))  # the site declares no S3 upload any more
+    dropped.assert_ok()
+    assert not drop_in.exists() and "etcd-s3" not in (root / "etc/rancher/rke2/config.yaml").read_text()
     half = tmp_path / "half.yml"
     half.write_text(yaml.safe_dump({"rke2_etcd_s3_credentials": {"access_key": "Vault-S3-Access-0101"}}))
     (tmp_path / "half").mkdir()
