@@ -17,6 +17,10 @@ PYTEST_ARGS ?=
 # make test's pytest-xdist workers; --dist loadfile keeps each test file on one worker, so a module's shared fixture
 # (a testbed, tests/test_e2e.py's pool of suite runs) is made once
 TEST_WORKERS ?= 2
+# make bench's node counts, comma separated: on the stand-in (empty: 1,4,16,32), and on the real control plane where it
+# is built, each beside a stand-in run of the same checks (empty: 1,4; none: the stand-in only)
+BENCH_NODES ?=
+BENCH_REAL_NODES ?=
 # Debian packages the testbed and the report tests need: a real sshd, gcc for the NVML mock, iproute2 for
 # network namespaces, Chromium and poppler to render and print the handover summary.
 SYSTEM_PACKAGES := openssh-server openssh-client gcc libc6-dev iproute2 procps util-linux chromium poppler-utils fonts-noto-cjk
@@ -79,8 +83,8 @@ conformance: site-given setup ## the suite against the real site sites/<SITE>/ (
 	@$(PYTEST) suites --site sites/$(SITE) --report-dir $(REPORT_DIR) -p no:cacheprovider $(PYTEST_ARGS); \
 	status=$$?; echo "conformance: pytest exit $$status"; exit $$status
 
-bench: setup ## the suite against 1, 4, 16 and 32 simulated nodes, 20 ms per SSH command and API request [BENCH_NODES=1,16]
-	$(PY) -m pytest_dgxspark.testbed.bench $(if $(BENCH_NODES),--nodes $(BENCH_NODES))
+bench: setup ## the suite against 1, 4, 16 and 32 simulated nodes, 20 ms per SSH command and API request, and 1 and 4 on the real control plane [BENCH_NODES=1,16 BENCH_REAL_NODES=none]
+	$(PY) -m pytest_dgxspark.testbed.bench $(if $(BENCH_NODES),--nodes $(BENCH_NODES)) $(if $(BENCH_REAL_NODES),--real-nodes $(BENCH_REAL_NODES))
 
 clean: ## remove the virtualenv and build outputs
 	rm -rf $(VENV) build *.egg-info
