@@ -80,18 +80,19 @@ def test_the_table_shows_the_suites_cpu_apart_from_the_simulations() -> None:
 
 def audit_event(stage: str, verb: str, uri: str, resource: str | None = None, *, namespace: str = "", name: str = "",
                 subresource: str = "", user: str = "system:admin", code: int = 200, audit_id: str = "") -> dict:
-    """One line of the real kube-apiserver's audit log (audit.k8s.io/v1 Event at level Metadata, --audit-log-format json;
-    the suite's requests come through the fault proxy, so the user is the front proxy's X-Remote-User)."""
+    """One line of the real kube-apiserver's audit log (audit.k8s.io/v1 Event at level Metadata, --audit-log-format json)
+    shaped as tests/data/audit-realplane-healthy-1node.log's: the suite's requests come through the fault proxy, so the
+    source is 127.0.0.1 and the user the front proxy's X-Remote-User."""
     event = {"kind": "Event", "apiVersion": "audit.k8s.io/v1", "level": "Metadata",
              "auditID": audit_id or f"{abs(hash((stage, verb, uri, user))):032x}"[:32], "stage": stage,
              "requestURI": uri, "verb": verb,
              "user": {"username": user, "groups": ["system:masters", "system:authenticated"]},
-             "sourceIPs": ["10.201.0.1"], "userAgent": "OpenAPI-Generator/33.1.0/python"}
+             "sourceIPs": ["127.0.0.1"], "userAgent": "OpenAPI-Generator/37.0.2/python"}
     if resource is not None:
         ref = {"resource": resource, "namespace": namespace, "name": name, "apiVersion": "v1", "subresource": subresource}
         event["objectRef"] = {k: v for k, v in ref.items() if v}
     event["responseStatus"] = {"metadata": {}, "code": code}
-    event.update({"requestReceivedTimestamp": "2026-12-02T05:40:01.123456Z", "stageTimestamp": "2026-12-02T05:40:01.134567Z",
+    event.update({"requestReceivedTimestamp": "2026-12-02T06:00:38.861525Z", "stageTimestamp": "2026-12-02T06:00:38.865406Z",
                   "annotations": {"authorization.k8s.io/decision": "allow", "authorization.k8s.io/reason": ""}})
     return event
 
@@ -99,13 +100,13 @@ def audit_event(stage: str, verb: str, uri: str, resource: str | None = None, *,
 CUDA_NS = "dgxspark-cuda-20261202-054001-ab12"
 SUITE_EVENTS = [
     audit_event("ResponseComplete", "get", "/api", None),  # discovery: not counted
-    audit_event("ResponseComplete", "list", "/api/v1/nodes", "nodes"),
+    audit_event("ResponseComplete", "list", "/api/v1/nodes?limit=500", "nodes"),
     audit_event("ResponseComplete", "get", "/api/v1/nodes/gpu-01", "nodes", name="gpu-01"),
     audit_event("ResponseComplete", "list", "/api/v1/pods?limit=500", "pods"),
-    audit_event("ResponseComplete", "list", "/apis/nvidia.com/v1/clusterpolicies", "clusterpolicies"),
+    audit_event("ResponseComplete", "list", "/apis/nvidia.com/v1/clusterpolicies?limit=500", "clusterpolicies"),
     audit_event("ResponseComplete", "list", "/api/v1/namespaces?labelSelector=app.kubernetes.io%2Fmanaged-by%3Dpytest-dgxspark",
                 "namespaces"),
-    audit_event("ResponseComplete", "create", "/api/v1/namespaces", "namespaces", code=201),
+    audit_event("ResponseComplete", "create", "/api/v1/namespaces", "namespaces", name=CUDA_NS, code=201),
     audit_event("ResponseComplete", "create", f"/api/v1/namespaces/{CUDA_NS}/pods", "pods", namespace=CUDA_NS, code=201),
     audit_event("ResponseStarted", "watch", f"/api/v1/namespaces/{CUDA_NS}/pods?timeoutSeconds=30&watch=true", "pods",
                 namespace=CUDA_NS, audit_id="w1"),
@@ -113,7 +114,8 @@ SUITE_EVENTS = [
                 namespace=CUDA_NS, audit_id="w1"),
     audit_event("ResponseComplete", "get", f"/api/v1/namespaces/{CUDA_NS}/pods/cuda-vectoradd-gpu-01/log?container=cuda",
                 "pods", namespace=CUDA_NS, name="cuda-vectoradd-gpu-01", subresource="log"),
-    audit_event("ResponseComplete", "delete", f"/api/v1/namespaces/{CUDA_NS}", "namespaces", name=CUDA_NS),
+    audit_event("ResponseComplete", "delete", f"/api/v1/namespaces/{CUDA_NS}?propagationPolicy=Background", "namespaces",
+                namespace=CUDA_NS, name=CUDA_NS),
 ]
 OTHERS = [  # the control plane's own identities: never the suite's requests
     audit_event("ResponseComplete", "list", "/api/v1/nodes?limit=500&resourceVersion=0", "nodes", user="kwok"),
@@ -135,12 +137,37 @@ def test_the_real_planes_audit_log_is_counted_as_the_stand_ins_requests_are(tmp_
         ("LIST", "cuda-sample/namespaces"): 1, ("CREATE", "namespaces"): 1, ("CREATE", "cuda-sample/pods"): 1,
         ("WATCH", "cuda-sample/pods"): 1, ("GET", "cuda-sample/pods/log"): 1, ("DELETE", "namespaces"): 1})
     assert figures["lists"] == {"nodes": 1, "pods": 1, "clusterpolicies": 1}
-    # the verb and resource read from the request's path are the ones the API server itself logged
-    for event in (e for e in SUITE_EVENTS if "objectRef" in e and e["stage"] == "ResponseComplete"):
-        verb, kind = benchtable.verb_and_kind(realplane.audited_requests(write_audit_log(tmp_path / "one.log", [event]),
-                                                                    benchtable.SUITE_USER)[0]) or ("", "")
+
+
+REAL_LOG = Path(__file__).parent / "data" / "audit-realplane-healthy-1node.log"
+
+
+def test_a_real_audit_log_gives_the_real_rows_figures_and_the_servers_own_verbs() -> None:
+    """tests/data/audit-realplane-healthy-1node.log: the kube-apiserver's own lines from `make bench`'s one-node real run
+    (2026-12-02): the world writer's last two requests (system:admin, before the suite: run() counts from the suite's
+    start), the suite's, and a few of kwok's, the scheduler's and a controller's."""
+    requests = realplane.audited_requests(REAL_LOG, benchtable.SUITE_USER)
+    figures = benchtable.counted(requests[2:])
+    assert figures["requests"] == Counter({
+        ("LIST", "nodes"): 1, ("LIST", "pods"): 1, ("LIST", "clusterpolicies"): 1, ("LIST", "helmchartconfigs"): 1,
+        ("LIST", "configmaps"): 1, ("LIST", "helmcharts"): 1, ("LIST", "jobs"): 1, ("LIST", "daemonsets"): 1,
+        ("LIST", "deployments"): 1, ("LIST", "namespaces"): 1, ("CREATE", "namespaces"): 1, ("GET", "namespaces"): 1,
+        ("DELETE", "namespaces"): 1, ("CREATE", "cuda-sample/leases"): 1, ("LIST", "cuda-sample/namespaces"): 2,
+        ("CREATE", "cuda-sample/pods"): 1, ("LIST", "cuda-sample/pods"): 1, ("WATCH", "cuda-sample/pods"): 1,
+        ("GET", "cuda-sample/pods/log"): 1})
+    assert max(figures["lists"].values()) == 1 and sum(figures["requests"].values()) == 20
+    assert benchtable.counted(requests)["requests"][("GET", "serviceaccounts")] == 2  # the world's, had run() not sliced
+    # the verb and resource the bench reads from each request's path are the ones the API server itself logged
+    events = [json.loads(line) for line in REAL_LOG.read_text().splitlines()]
+    suite = [e for e in events if e["user"]["username"] == benchtable.SUITE_USER and e["stage"] == "ResponseComplete"]
+    assert len(suite) == len(requests)
+    for event, request in zip(suite, requests):
+        found = benchtable.verb_and_kind(request)
+        if "objectRef" not in event:
+            assert found is None, event["requestURI"]  # /version, discovery
+            continue
         ref = event["objectRef"]
-        assert (verb, kind.removeprefix("cuda-sample/")) == (
+        assert found is not None and (found[0], found[1].removeprefix("cuda-sample/")) == (
             event["verb"].upper(), ref["resource"] + (f"/{ref['subresource']}" if "subresource" in ref else "")), event
 
 

@@ -118,7 +118,7 @@ def table(runs: list[dict]) -> list[str]:
                 if any(r.get("api") == "real" for r in runs) else "")]
     if any(r.get("selected") for r in runs):
         lines.append(f"*: without {', '.join(NOT_ON_REAL_PLANE)} (kwok cannot simulate its probes' output; on the real "
-                     "plane they wait out the CUDA timeout)")
+                     "plane they wait out the CUDA timeout), so its rules are untested and the verdict INCOMPLETE")
     lines.append(f"{'nodes':>5} {'api':<9} {'wall s':>7} {'ratio':>6} {'load':>5} {'verdict':<10} {'API reqs':>8} "
                  f"{'LIST max':>8} {'ssh conns/host':>14} {'ssh cmds/host':>13} {'suite CPU s':>11} {'testbed CPU s':>13}")
     base: dict[tuple[str, bool], float] = {}
