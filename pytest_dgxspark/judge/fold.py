@@ -110,7 +110,7 @@ def fold(
     for rid, waiver in waivers.items():
         if raw.get(rid) != Status.FAILED:
             continue
-        state = waiver.state("failed", today, site_digest)
+        state = waiver.state(Status.FAILED, today, site_digest)
         if state == "expired":
             reasons.append(f"{rid}: waiver {waiver.ticket} expired on {waiver.expires.isoformat()}")
         elif state == "stale":

@@ -15,11 +15,12 @@ from pytest_dgxspark.checking import TargetError
 from pytest_dgxspark.data.redact import redact_text
 from pytest_dgxspark.judge.evidence import evidence_key
 from pytest_dgxspark.judge.runstate import RunState
-from pytest_dgxspark.judge.status import BLOCKED_PREFIX, BROKEN
+from pytest_dgxspark.judge.status import BLOCKED_PREFIX, BROKEN, Status
 
 forecast_key = pytest.StashKey[list]()  # the advice one forecast test gave (item stash)
 MARKER = "forecast"
 ADVISED = "advised"  # a forecast test that advised: the terminal's A/ADVISED
+SILENT = "silent"  # a forecast test that read its target and had nothing to advise (its row: passed)
 ENFORCE = "enforce"
 
 
@@ -70,10 +71,10 @@ class ForecastRecord:
 def outcome_of(advice: list[Advice], report: pytest.TestReport) -> str:
     """A forecast test's outcome from its call report and its advice."""
     if report.skipped:
-        return "skipped"
+        return Status.SKIPPED
     if report.failed:
-        return "error"
-    return ADVISED if advice else "silent"
+        return Status.ERROR
+    return ADVISED if advice else SILENT
 
 
 def entries(catalog: Catalog, records: list[ForecastRecord]) -> list[dict[str, Any]]:
@@ -90,7 +91,7 @@ def entries(catalog: Catalog, records: list[ForecastRecord]) -> list[dict[str, A
             found.append({**base, "status": "advised", "target": advice.target, "message": advice.message,
                           "due": advice.due, "fix": advice.fix or rule.remediation,
                           "fix_ko": advice.fix_ko or rule.remediation_ko})
-        if record.outcome == "error":
+        if record.outcome == Status.ERROR:
             found.append({**base, "status": "unreadable", "target": None, "message": record.message, "due": None,
                           "fix": "Make the target readable and rerun; until then this forecast is unknown.",
                           "fix_ko": "대상을 읽을 수 있게 한 뒤 다시 실행한다. 그때까지 이 예보는 알 수 없다."})
@@ -98,7 +99,7 @@ def entries(catalog: Catalog, records: list[ForecastRecord]) -> list[dict[str, A
 
 
 # a forecast test's outcome as results.json `forecast_tests[]` (and so junit.xml and report.html) show it
-_SHOWN = {ADVISED: ADVISED, "silent": "passed", "error": "error", "skipped": "skipped"}
+_SHOWN = {ADVISED: ADVISED, SILENT: Status.PASSED, Status.ERROR: Status.ERROR, Status.SKIPPED: Status.SKIPPED}
 
 
 def tests(records: list[ForecastRecord]) -> list[dict[str, Any]]:
@@ -110,7 +111,7 @@ def tests(records: list[ForecastRecord]) -> list[dict[str, Any]]:
 
 def checked(records: list[ForecastRecord]) -> dict[str, str]:
     """Forecast rule -> what its tests ended with overall (advised, error, silent, skipped), for results.json."""
-    order = ("advised", "error", "silent", "skipped")
+    order = (ADVISED, Status.ERROR, SILENT, Status.SKIPPED)
     outcome: dict[str, str] = {}
     for record in records:
         prior = outcome.get(record.rule)

@@ -35,11 +35,11 @@ from pytest_dgxspark.judge.status import (
 TARGET_ERROR = "target-error"  # a phase that could not reach or read its target: shown as ERROR, never FAILED
 # category, letter, word: the terminal, its summary line and -r read the same fact as results.json
 TESTSTATUS = {
-    Status.BLOCKED: ("blocked", "B", "BLOCKED"),
-    Status.NOT_APPLICABLE: ("not-applicable", "N", "N/A"),
-    Status.RECORDED: ("recorded", "R", "RECORDED"),
-    ADVISED: ("advised", "A", "ADVISED"),
-    TARGET_ERROR: ("error", "E", "ERROR"),
+    Status.BLOCKED: (Status.BLOCKED, "B", "BLOCKED"),
+    Status.NOT_APPLICABLE: (Status.NOT_APPLICABLE, "N", "N/A"),
+    Status.RECORDED: (Status.RECORDED, "R", "RECORDED"),
+    ADVISED: (ADVISED, "A", "ADVISED"),
+    TARGET_ERROR: (Status.ERROR, "E", "ERROR"),
 }
 
 
@@ -120,7 +120,7 @@ def _status_of(item: pytest.Item, report: pytest.TestReport, state: RunState) ->
         return Status.RECORDED
     waiver = state.waivers.get(item_rule(item) or "")
     if report.failed and report.when == "call" and waiver is not None \
-            and waiver.state("failed", date.today(), state.plan.site_digest) == "applied":
+            and waiver.state(Status.FAILED, date.today(), state.plan.site_digest) == "applied":
         # a failure a listed approver accepted: W / "WAIVED by <approver> until <date>" (results.json: waived)
         report.dgxspark_waiver = f"WAIVED by {waiver.approver} until {waiver.expires.isoformat()}"  # type: ignore[attr-defined]
         return Status.WAIVED
@@ -130,7 +130,7 @@ def _status_of(item: pytest.Item, report: pytest.TestReport, state: RunState) ->
 def teststatus(report: pytest.TestReport) -> tuple[str, str, str] | None:
     """pytest_report_teststatus's answer for a dgxspark phase report, None for pytest's own."""
     if getattr(report, "dgxspark_status", None) == Status.WAIVED:
-        return "waived", "W", getattr(report, "dgxspark_waiver", "WAIVED")
+        return Status.WAIVED, "W", getattr(report, "dgxspark_waiver", "WAIVED")
     return TESTSTATUS.get(getattr(report, "dgxspark_status", None) or "")
 
 

@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from pytest_dgxspark.judge.status import Status
 from pytest_dgxspark.report.ctrf import tool_version
 from pytest_dgxspark.report.manifest import bundle_files, sha256_file
 from pytest_dgxspark.report.results import write_atomic
@@ -23,9 +24,9 @@ RESULTS = ("PASSED", "WARNED", "FAILED")
 CATALOG_DIR = Path(__file__).resolve().parents[1] / "catalog"
 _HEX = re.compile(r"^[0-9a-f]{64}$")
 # Rule statuses per predicate list; not-applicable, not-selected and recorded rules are in none of them.
-_PASSED = frozenset({"passed"})
-_WARNED = frozenset({"waived"})
-_FAILED = frozenset({"failed", "error", "blocked", "untested"})
+_PASSED = frozenset({Status.PASSED})
+_WARNED = frozenset({Status.WAIVED})
+_FAILED = frozenset({Status.FAILED, Status.ERROR, Status.BLOCKED, Status.UNTESTED})
 
 
 def rule_lists(results: dict[str, Any]) -> dict[str, list[str]]:

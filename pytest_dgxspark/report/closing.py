@@ -109,20 +109,20 @@ def _first_line(text: str) -> str:
     return line if len(line) <= 240 else line[:237] + "..."
 
 
-_OPEN = ("failed", "error", "blocked", "untested")
+_OPEN = (Status.FAILED, Status.ERROR, Status.BLOCKED, Status.UNTESTED)
 
 
 def _waived_note(results: dict[str, Any]) -> str:
     """What the verdict line says of waivers: that only waived rules did not pass, or that the open rules are only
     blocked by waived ones (a waiver accepts a failure, not the checks that failure keeps from running)."""
     rules = results.get("rules") or []
-    waived = [r["id"] for r in rules if r.get("status") == "waived"]
+    waived = [r["id"] for r in rules if r.get("status") == Status.WAIVED]
     if not waived:
         return ""
     open_ = [r for r in rules if r.get("status") in _OPEN and r.get("kind") != "informational"]
     if not open_:
         return f" (only waived rules did not pass: {', '.join(waived)})"
-    if all(r.get("status") == "blocked" and set(r.get("blocked_by") or ()) <= set(waived) for r in open_):
+    if all(r.get("status") == Status.BLOCKED and set(r.get("blocked_by") or ()) <= set(waived) for r in open_):
         return (f" (blocked only by waived rules: {', '.join(waived)}; a waiver accepts a failure, not the checks "
                 "it keeps from running)")
     return ""

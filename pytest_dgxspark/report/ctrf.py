@@ -8,6 +8,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from pytest_dgxspark.judge.status import Status
 from pytest_dgxspark.report.matrix import evidence_href
 from pytest_dgxspark.report.results import write_atomic
 
@@ -15,9 +16,9 @@ CTRF = "ctrf.json"
 SPEC_VERSION = "0.0.0"
 STATUSES = ("passed", "failed", "skipped", "pending", "other")
 # Our test outcomes as CTRF statuses; the outcome itself is kept as rawStatus.
-_STATUS = {"passed": "passed", "failed": "failed", "error": "failed", "blocked": "skipped",
-           "not-applicable": "skipped", "not-selected": "skipped", "skipped": "skipped", "untested": "skipped",
-           "xfailed": "skipped"}
+_STATUS = {Status.PASSED: "passed", Status.FAILED: "failed", Status.ERROR: "failed", Status.BLOCKED: "skipped",
+           Status.NOT_APPLICABLE: "skipped", Status.NOT_SELECTED: "skipped", Status.SKIPPED: "skipped",
+           Status.UNTESTED: "skipped", "xfailed": "skipped"}
 _NAMESPACE = uuid.UUID("6f1c3a52-8d1e-4c4e-9a57-0d6b2f1e5a10")  # reportId = uuid5(this, run id): stable
 
 
@@ -43,7 +44,7 @@ def _millis(value: Any) -> int:
 
 
 def _test(rule: dict[str, Any], test: dict[str, Any]) -> dict[str, Any]:
-    outcome = str(test.get("outcome") or "untested")
+    outcome = str(test.get("outcome") or Status.UNTESTED)
     nodeid = str(test.get("nodeid") or rule.get("id"))
     entry: dict[str, Any] = {
         "name": nodeid,
@@ -76,7 +77,7 @@ def tests_of(results: dict[str, Any]) -> list[dict[str, Any]]:
     for rule in results.get("rules") or []:
         ran = [t for t in rule.get("tests") or [] if isinstance(t, dict)]
         if not ran:
-            ran = [{"nodeid": f"{rule.get('id')} (no test ran)", "outcome": str(rule.get("status") or "untested"),
+            ran = [{"nodeid": f"{rule.get('id')} (no test ran)", "outcome": str(rule.get("status") or Status.UNTESTED),
                     "duration": 0, "message": ""}]
         tests.extend(_test(rule, test) for test in ran)
     return tests

@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from pytest_dgxspark.judge.status import Status
 from pytest_dgxspark.report import htmlagree, junitagree, matrix, messages
 from pytest_dgxspark.report.ctrf import CTRF, check_ctrf
 from pytest_dgxspark.report.matrix import css_status
@@ -138,7 +139,8 @@ def summary_pdf(run_dir: Path, results: dict[str, Any]) -> list[str]:
         problems.append(f"{path}: SIMULATED {'printed' if 'SIMULATED' in text else 'not printed'}, results.json "
                         f"run.simulated is {bool(run.get('simulated'))}")
     words = {s: messages.text(f"status.{s}", lang).split(" / ")[0] for s in
-             ("passed", "failed", "blocked", "error", "not-applicable", "waived", "untested", "recorded", "not-selected")}
+             (Status.PASSED, Status.FAILED, Status.BLOCKED, Status.ERROR, Status.NOT_APPLICABLE, Status.WAIVED,
+              Status.UNTESTED, Status.RECORDED, Status.NOT_SELECTED)}
     for rule in results.get("rules") or []:
         rid, status = str(rule.get("id")), str(rule.get("status"))
         line = re.compile(rf"^\s*{re.escape(rid)}\s+(?:ADR-\d+\s*§\S+|beyond\s*ADRs)\s+(?P<rest>.*)$", re.M)

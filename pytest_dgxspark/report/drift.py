@@ -6,15 +6,17 @@ from pathlib import Path
 from typing import Any
 
 from pytest_dgxspark.data.yamlload import load_json
+from pytest_dgxspark.judge.status import Status
 from pytest_dgxspark.report import facts
 from pytest_dgxspark.report.manifest import ManifestError, check_manifest
 
-BROKEN = frozenset({"failed", "error", "blocked"})
+# judge.status.BROKEN and blocked: a rule that now cannot run (its dependency broke) regressed too
+BROKEN = frozenset({Status.FAILED, Status.ERROR, Status.BLOCKED})
 # Provenance a testbed draws anew on each start (its free address slot), not the scenario's: between two simulated
 # runs these are set aside, as a real site's node addresses and API endpoint stay put.
 TESTBED_SLOT_KEYS = frozenset({"address", "server"})
 # A rule a run did not judge (deselected by -m/-k, or without tests) has no status to compare.
-NOT_JUDGED = frozenset({"not-selected", "untested", None})
+NOT_JUDGED = frozenset({Status.NOT_SELECTED, Status.UNTESTED, None})
 
 
 class BaselineError(Exception):
@@ -143,9 +145,9 @@ def compute_drift(baseline: Baseline, current: dict[str, Any]) -> dict[str, Any]
             "verdict": baseline.results.get("verdict"),
             "integrity": baseline.integrity,
         },
-        "regressed": [c for c in changes if c["from"] == "passed" and c["to"] in BROKEN],
-        "recovered": [c for c in changes if c["from"] in BROKEN and c["to"] == "passed"],
-        "newly_waived": [c for c in changes if c["to"] == "waived"],
+        "regressed": [c for c in changes if c["from"] == Status.PASSED and c["to"] in BROKEN],
+        "recovered": [c for c in changes if c["from"] in BROKEN and c["to"] == Status.PASSED],
+        "newly_waived": [c for c in changes if c["to"] == Status.WAIVED],
         "status_changes": changes,
         "provenance": provenance,
         # both runs are testbeds: their addresses come from the address slot each start took, not the scenario

@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from pytest_dgxspark.judge.status import BROKEN, Status
+
 # The public rule ids by layer (DESIGN.md); used only to build the example.
 RULE_LAYERS: dict[str, tuple[str, ...]] = {
     "site": ("ADR-0001.site-layout", "ADR-0001.role-alias", "ADR-0002.operator-separate",
@@ -34,6 +36,8 @@ PROVENANCE: dict[str, Any] = {
 }
 
 
+# The statuses the example's tests end with as their own outcome; a rule given another status has passing tests.
+_RAN = (Status.PASSED, Status.FAILED, Status.ERROR, Status.BLOCKED, Status.NOT_APPLICABLE)
 # Layers whose checks run once per node (the suites parametrize them by host name).
 PER_NODE_LAYERS = frozenset({"host", "rke2", "runtime", "allocatable"})
 
@@ -43,7 +47,7 @@ def _tests(layer: str, name: str, rule_id: str, index: int, outcome: str, nodes:
     params = [f"gpu-{n:02d}" for n in range(1, nodes + 1)] if nodes > 1 and layer in PER_NODE_LAYERS else [None]
     return [{"nodeid": nodeid if param is None else f"{nodeid}[{param}]",
              "outcome": outcome, "duration": 0.01 * (index + 1),
-             "message": "" if outcome == "passed" else f"{rule_id} did not hold",
+             "message": "" if outcome == Status.PASSED else f"{rule_id} did not hold",
              "evidence": f"evidence/{layer}-{name}{'' if param is None else '-' + param}.json"}
             for param in params]
 
@@ -68,8 +72,8 @@ def example_results(*, simulated: bool = True, run_id: str = "20260105T010203Z-0
     for layer, ids in RULE_LAYERS.items():
         for index, rule_id in enumerate(ids):
             name = rule_id.split(".", 1)[1].replace("-", "_")
-            status = statuses.get(rule_id, "passed")
-            outcome = status if status in ("passed", "failed", "error", "blocked", "not-applicable") else "passed"
+            status = statuses.get(rule_id, Status.PASSED)
+            outcome = status if status in _RAN else Status.PASSED
             rules.append({
                 "id": rule_id, "adr": rule_id[4:8], "section": f"5-{index + 1}",
                 "statement_ko": f"{layer} 계층의 규칙 {name}이(가) 충족된다.",
@@ -83,7 +87,7 @@ def example_results(*, simulated: bool = True, run_id: str = "20260105T010203Z-0
     counts: dict[str, int] = {}
     for rule in rules:
         counts[rule["status"]] = counts.get(rule["status"], 0) + 1
-    broken = [r for r in rules if r["status"] in ("failed", "error")]
+    broken = [r for r in rules if r["status"] in BROKEN]
     lowest = broken[0]["layer"] if broken else None
     return {
         "schema": 1,
@@ -95,7 +99,7 @@ def example_results(*, simulated: bool = True, run_id: str = "20260105T010203Z-0
         "verdict_reasons": [f"{r['id']} {r['status']}" for r in broken],
         "root_causes": [r["id"] for r in broken[:1]],
         "lowest_broken_layer": lowest,
-        "layers": [{"name": layer, "status": "failed" if layer == lowest else "passed", "rules": list(ids)}
+        "layers": [{"name": layer, "status": Status.FAILED if layer == lowest else Status.PASSED, "rules": list(ids)}
                    for layer, ids in RULE_LAYERS.items()],
         "rules": rules,
         "counts": counts,
@@ -124,9 +128,10 @@ def write_example_bundle(run_dir: Path, results: dict[str, Any]) -> Path:
 
 # pytest-html's outcome words and pytest junitxml's elements for the example's test outcomes (as pytest writes them,
 # before the bundle brings them in line with results.json)
-_PYTEST_WORD = {"passed": "Passed", "failed": "Failed", "error": "Error", "blocked": "Skipped",
-                "not-applicable": "Skipped"}
-_PYTEST_ELEMENT = {"failed": "failure", "error": "error", "blocked": "skipped", "not-applicable": "skipped"}
+_PYTEST_WORD = {Status.PASSED: "Passed", Status.FAILED: "Failed", Status.ERROR: "Error", Status.BLOCKED: "Skipped",
+                Status.NOT_APPLICABLE: "Skipped"}
+_PYTEST_ELEMENT = {Status.FAILED: "failure", Status.ERROR: "error", Status.BLOCKED: "skipped",
+                   Status.NOT_APPLICABLE: "skipped"}
 
 
 def write_pytest_files(run_dir: Path, results: dict[str, Any]) -> Path:

@@ -17,6 +17,7 @@ from typing import Any
 
 from markupsafe import escape
 
+from pytest_dgxspark.judge.status import Status
 from pytest_dgxspark.report import rows as rowmod
 from pytest_dgxspark.report.results import write_atomic
 
@@ -29,9 +30,12 @@ _COUNT = re.compile(r'<span class="(?P<status>[a-z-]+)">(?P<n>\d+) (?P<label>[^<
 _RESULT_CELL = re.compile(r'^<td class="col-result">[^<]*</td>$')
 _MARK = '<style id="dgxspark-statuses">'
 # Header order: what an auditor looks at first; every status the run has is shown, these always.
-ORDER = ("failed", "error", "blocked", "untested", "waived", "passed", "recorded", "not-applicable", "not-selected")
-_COLOURS = {"failed": "#b71c1c", "error": "#b71c1c", "blocked": "#e65100", "untested": "#555", "waived": "#8d6e00",
-            "passed": "#1b5e20", "recorded": "#0d47a1", "not-applicable": "#555", "not-selected": "#555"}
+ORDER = (Status.FAILED, Status.ERROR, Status.BLOCKED, Status.UNTESTED, Status.WAIVED, Status.PASSED, Status.RECORDED,
+         Status.NOT_APPLICABLE, Status.NOT_SELECTED)
+_COLOURS: dict[str, str] = {
+    Status.FAILED: "#b71c1c", Status.ERROR: "#b71c1c", Status.BLOCKED: "#e65100", Status.UNTESTED: "#555",
+    Status.WAIVED: "#8d6e00", Status.PASSED: "#1b5e20", Status.RECORDED: "#0d47a1", Status.NOT_APPLICABLE: "#555",
+    Status.NOT_SELECTED: "#555"}
 
 
 class ReportHtmlError(Exception):

@@ -16,14 +16,15 @@ import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from pytest_dgxspark.judge.status import Status
 from pytest_dgxspark.report import rows as rowmod
 from pytest_dgxspark.report.results import write_atomic
 
 JUNIT = "junit.xml"
 # results.json status -> the junit element it is written as (none for passed and recorded)
-ELEMENT = {"failed": "failure", "error": "error", "blocked": "skipped", "not-applicable": "skipped",
-           "skipped": "skipped", "untested": "skipped", "not-selected": "skipped", "waived": "skipped",
-           "xfailed": "skipped"}
+ELEMENT = {Status.FAILED: "failure", Status.ERROR: "error", Status.BLOCKED: "skipped", Status.NOT_APPLICABLE: "skipped",
+           Status.SKIPPED: "skipped", Status.UNTESTED: "skipped", Status.NOT_SELECTED: "skipped",
+           Status.WAIVED: "skipped", "xfailed": "skipped"}
 OUTCOMES = ("failure", "error", "skipped")
 TESTCASE_ATTRIBUTES = frozenset({"name", "time", "classname", "group"})
 STATUS_PREFIX = "dgxspark status: "

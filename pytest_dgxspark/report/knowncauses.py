@@ -10,6 +10,8 @@ from typing import Any
 
 import yaml
 
+from pytest_dgxspark.judge.status import Status
+
 CATALOG = Path(__file__).with_name("known-causes.yaml")
 _KEYS = frozenset({"id", "rules", "pattern", "decisive", "title", "fix", "source"})
 
@@ -87,7 +89,7 @@ def excerpt(message: str, keep: str, limit: int = 300) -> str:
 def annotate(cause: dict[str, Any], rule: dict[str, Any]) -> dict[str, Any]:
     """A root cause (matrix.root_causes) with its known cause: `known` (id, titles, source, decisive) and the fix."""
     messages = [str(cause.get("observed") or "")] + [str(t.get("message") or "") for t in rule.get("tests") or []
-                                                     if isinstance(t, dict) and t.get("outcome") != "passed"]
+                                                     if isinstance(t, dict) and t.get("outcome") != Status.PASSED]
     found = match(str(rule.get("id")), [m for m in messages if m])
     if found is None:
         return {**cause, "known": None, "observed_text": excerpt(str(cause.get("observed") or ""), "")}

@@ -5,12 +5,12 @@ import re
 from typing import Any
 
 from pytest_dgxspark.catalog.rules import LAYERS
+from pytest_dgxspark.judge.status import BROKEN, Status
 
 _EVIDENCE = re.compile(r"^evidence/[A-Za-z0-9][A-Za-z0-9._\-]*\.json$")
 _PARAM = re.compile(r"^(?P<base>.+?)\[(?P<param>.*)\]$")
 # Matrix order: what an auditor must look at first; every other status follows, bottom-up by layer.
-_RANK = {"failed": 0, "error": 0, "blocked": 1, "waived": 2}
-BROKEN = frozenset({"failed", "error"})
+_RANK: dict[str, int] = {Status.FAILED: 0, Status.ERROR: 0, Status.BLOCKED: 1, Status.WAIVED: 2}
 
 
 def evidence_href(value: Any) -> str | None:
@@ -44,10 +44,10 @@ def _groups(tests: list[dict[str, Any]]) -> list[dict[str, Any]]:
         group["members"].append({
             "param": param, "outcome": outcome, "css": css_status(outcome),
             "href": evidence_href(test.get("evidence")),
-            "message": str(test.get("message") or "") if outcome != "passed" else "",
+            "message": str(test.get("message") or "") if outcome != Status.PASSED else "",
         })
         group["total"] += 1
-        group["passed"] += outcome == "passed"
+        group["passed"] += outcome == Status.PASSED
     for group in groups.values():
         outcomes = {m["outcome"] for m in group["members"]}
         group["outcome"] = outcomes.pop() if len(outcomes) == 1 else "mixed"
@@ -66,7 +66,7 @@ def rows(rules: list[dict[str, Any]]) -> list[dict[str, Any]]:
             **rule,
             "status": str(rule.get("status")),
             "css": css_status(rule.get("status")),
-            "passed": sum(1 for t in tests if t.get("outcome") == "passed"),
+            "passed": sum(1 for t in tests if t.get("outcome") == Status.PASSED),
             "total": len(tests),
             "links": links,
             "groups": _groups(tests),
@@ -101,7 +101,7 @@ def root_causes(results: dict[str, Any]) -> list[dict[str, Any]]:
         detail = details.get(rule.get("id"), {})
         observed = detail.get("message") or next(
             (str(t.get("message")) for t in rule.get("tests") or []
-             if isinstance(t, dict) and t.get("outcome") != "passed" and t.get("message")), "")
+             if isinstance(t, dict) and t.get("outcome") != Status.PASSED and t.get("message")), "")
         # an unreachable target's cause shows the target's layer (detail), not the layer of the check that met it
         causes.append({**rule, "layer": detail.get("layer") or rule.get("layer"),
                        "css": css_status(rule.get("status")), "observed": str(observed),

@@ -4,9 +4,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_dgxspark.judge.status import Status
+
 # A rule status that speaks for all of its tests: a recorded rule's checks only record (they pass), a waived rule's
 # failures are waived. Every other rule's tests show their own outcome.
-RULE_SPEAKS = frozenset({"recorded", "waived"})
+RULE_SPEAKS = frozenset({Status.RECORDED, Status.WAIVED})
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from zoneinfo import ZoneInfo
 import jinja2
 from markupsafe import Markup
 
+from pytest_dgxspark.judge.status import Status
 from pytest_dgxspark.report import facts, knowncauses, matrix, messages
 from pytest_dgxspark.report.matrix import LAYERS
 from pytest_dgxspark.report.results import write_atomic
@@ -65,13 +66,13 @@ def _layer_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
     for step, name in enumerate(names):
         layer = given.get(name, {})
         rules = [r for r in results["rules"] if r.get("layer") == name]
-        status = layer.get("status") or ("untested" if not rules else "—")
+        status = layer.get("status") or (Status.UNTESTED if not rules else "—")
         rows.append({
             "step": step, "name": name, "status": str(status), "css": matrix.css_status(status),
             "lowest": name == lowest, "total": len(rules),
-            "passed": sum(1 for r in rules if r.get("status") == "passed"),
+            "passed": sum(1 for r in rules if r.get("status") == Status.PASSED),
             "others": [{"id": r.get("id"), "status": str(r.get("status")), "css": matrix.css_status(r.get("status"))}
-                       for r in rules if r.get("status") != "passed"],
+                       for r in rules if r.get("status") != Status.PASSED],
         })
     return rows
 
@@ -79,7 +80,7 @@ def _layer_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
 def _not_passed(rules: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The rules that did not pass, grouped by status in matrix order (failed and error first), bottom-up."""
     groups: dict[str, list[str]] = {}
-    for rule in matrix.ordered_rules([r for r in rules if r.get("status") != "passed"]):
+    for rule in matrix.ordered_rules([r for r in rules if r.get("status") != Status.PASSED]):
         groups.setdefault(str(rule.get("status")), []).append(str(rule.get("id")))
     return [{"status": status, "css": matrix.css_status(status), "ids": ids} for status, ids in groups.items()]
 
@@ -139,7 +140,7 @@ def _incomplete_why(results: dict[str, Any]) -> dict[str, Any] | None:
         return None
     groups: dict[str, list[str]] = {}
     for rule in results.get("rules") or []:
-        if isinstance(rule, dict) and rule.get("status") in ("error", "blocked", "untested"):
+        if isinstance(rule, dict) and rule.get("status") in (Status.ERROR, Status.BLOCKED, Status.UNTESTED):
             groups.setdefault(str(rule["status"]), []).append(str(rule.get("id")))
     return {"groups": groups, "simulated_handover": bool((results.get("run") or {}).get("simulated")
                                                            and (results.get("run") or {}).get("handover"))}
