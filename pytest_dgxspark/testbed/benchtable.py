@@ -7,6 +7,7 @@ import json
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs
 
 LATENCY_MS = 20  # a LAN round trip plus sshd's session start, or an API request through a load balancer
@@ -159,18 +160,26 @@ def _worst_lists(runs: list[dict]) -> str:
     return f"at most {worst}" + (f": {', '.join(over)}" if over else "")
 
 
+def _figures(runs: list[dict], nodes: int) -> dict[str, Any]:
+    """What targets() and summary_line() both read: the real control plane's runs apart, and of the stand-in's full
+    runs the one-node and the `nodes` run, the wall ratio and the worst LIST, SSH connection and command counts."""
+    standin = [r for r in runs if _group(r) == ("standin", False)]
+    one = next(r for r in standin if r["nodes"] == 1)
+    many = next((r for r in standin if r["nodes"] == nodes), standin[-1])
+    return {"real": [r for r in runs if r.get("api") == "real"], "standin": standin, "one": one, "many": many,
+            "ratio": many["wall_s"] / one["wall_s"],
+            "lists_max": _max(v for r in standin for v in r["lists"].values()),
+            "conns_max": _max(v for r in standin for v in r["ssh_conns"].values()),
+            "cmds_max": _max(v for r in standin for v in r["ssh_commands"].values())}
+
+
 def targets(runs: list[dict], nodes: int = 16) -> list[str]:
     """Issue 8's targets, each with what this run measured and whether it holds (the benchmark holds them, not tests);
     one LIST per kind and one SSH connection per host are held on the real control plane's runs too."""
-    real = [r for r in runs if r.get("api") == "real"]
-    runs = [r for r in runs if _group(r) == ("standin", False)]
-    one = next(r for r in runs if r["nodes"] == 1)
-    many = next((r for r in runs if r["nodes"] == nodes), runs[-1])
-    ratio = many["wall_s"] / one["wall_s"]
-    lists_max = _max(v for r in runs for v in r["lists"].values())
-    conns_max = _max(v for r in runs for v in r["ssh_conns"].values())
+    f = _figures(runs, nodes)
+    real, runs, one, many = f["real"], f["standin"], f["one"], f["many"]
+    ratio, lists_max, conns_max, cmds_max = f["ratio"], f["lists_max"], f["conns_max"], f["cmds_max"]
     one_cmds = _max(one["ssh_commands"].values())
-    cmds_max = _max(v for r in runs for v in r["ssh_commands"].values())
     found = [
         (f"wall_ratio_{many['nodes']}_1 <= 1.5", ratio <= 1.5, f"{ratio:.2f}"),
         ("one LIST per kind per run", lists_max <= 1, _worst_lists(runs)),
@@ -190,14 +199,9 @@ def targets(runs: list[dict], nodes: int = 16) -> list[str]:
 def summary_line(runs: list[dict], nodes: int = 16) -> str:
     """The last line (DESIGN.md contract): node count, wall ratio to one node, the worst LIST count and SSH count of
     the stand-in's runs; then the real control plane's node counts and the same two figures (`real=not-run`)."""
-    real = [r for r in runs if r.get("api") == "real"]
-    runs = [r for r in runs if _group(r) == ("standin", False)]
-    one = next(r for r in runs if r["nodes"] == 1)
-    many = next((r for r in runs if r["nodes"] == nodes), runs[-1])
-    ratio = many["wall_s"] / one["wall_s"]
-    lists_max = _max(v for r in runs for v in r["lists"].values())
-    conns_max = _max(v for r in runs for v in r["ssh_conns"].values())
-    cmds = _max(v for r in runs for v in r["ssh_commands"].values())
+    f = _figures(runs, nodes)
+    real, one, many = f["real"], f["one"], f["many"]
+    ratio, lists_max, conns_max, cmds = f["ratio"], f["lists_max"], f["conns_max"], f["cmds_max"]
     if real:
         tail = (f"real_nodes={','.join(str(r['nodes']) for r in real)} "
                 f"real_lists_per_kind_max={_max(v for r in real for v in r['lists'].values())} "
