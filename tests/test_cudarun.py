@@ -128,6 +128,38 @@ def test_earlier_runs_namespaces_are_reported_and_removed_only_when_their_run_is
                                                                  "delete ns dgxspark-cuda-nolease-old"]
 
 
+class SameSecondApi(FakeApi):
+    """creationTimestamp in whole seconds, as the API server writes it: every namespace here is made in one second."""
+
+    def create_namespace(self, body, **kw):
+        super().create_namespace(body, **kw)
+        self.namespaces[body["metadata"]["name"]].metadata.creation_timestamp = 1_780_000_000.0
+
+
+def test_a_run_made_in_our_second_after_our_create_is_seen_so_only_one_of_the_two_goes(monkeypatch):
+    """z makes its namespace first, b in the same second (b sorts first by name): z looks only once that second is
+    over, so it sees b and waits for it; b sees z and goes. Looking at once, z saw no one and both went."""
+    import threading
+
+    monkeypatch.setattr(cudarun, "WAIT_STEP_S", 0.05)
+    api = SameSecondApi()
+    z, b = (Run(_cluster(api), name, stale_after_s=300, wait_s=20) for name in ("z-run", "b-run"))
+    z_went = threading.Event()
+    waiter = threading.Thread(target=lambda: (z.create(), z_went.set()), daemon=True)
+    waiter.start()
+    _wait_for = time.monotonic() + 5
+    while "create ns dgxspark-cuda-z-run" not in api.calls and time.monotonic() < _wait_for:
+        time.sleep(0.01)
+    time.sleep(0.3)  # z looked by now if it looked at once
+    b.create()  # made in z's second after z's namespace, before z looks; b goes first
+    assert not z_went.is_set(), "z went although b, first in the order, was live"
+    b.stop_renewing()
+    b.delete()
+    assert z_went.wait(5), "z did not go once b was done"
+    waiter.join(5)
+    z.delete()
+
+
 def test_a_live_earlier_run_is_waited_for_and_holding_too_long_is_an_error_not_a_failure(monkeypatch):
     monkeypatch.setattr(cudarun, "WAIT_STEP_S", 0.05)
     api = FakeApi()

@@ -283,9 +283,12 @@ def test_namespace_delete_removes_its_pods(healthy: Testbed) -> None:
 @pytest.mark.slow
 def test_requests_are_recorded_without_secrets(healthy: Testbed) -> None:
     client.CoreV1Api(_api(healthy)).list_namespace(label_selector="kubernetes.io/metadata.name=default")
-    records = healthy.requests()
-    mine = [r for r in records if r["path"] == "/api/v1/namespaces" and r["method"] == "GET"]
-    assert mine and mine[-1]["query"] == {"labelSelector": "kubernetes.io/metadata.name=default"}
+
+    def recorded() -> list[dict]:  # the server writes a request's line once its answer is sent: a loaded machine reads first
+        found = [r for r in healthy.requests() if r["path"] == "/api/v1/namespaces" and r["method"] == "GET"]
+        return found if found and found[-1]["query"] else []
+    mine = _wait(recorded)
+    assert mine[-1]["query"] == {"labelSelector": "kubernetes.io/metadata.name=default"}
     assert set(mine[-1]) >= {"cluster", "method", "path", "query", "status", "time", "duration_ms", "user_agent"}
     assert mine[-1]["status"] == 200 and mine[-1]["cluster"] == "workload"
     assert "Bearer" not in (healthy.directory / "requests.jsonl").read_text()
@@ -303,6 +306,27 @@ def test_kubectl_get_works_unchanged(healthy: Testbed) -> None:
     assert "cluster-policy   ready" in kubectl("get", "clusterpolicy")
     assert "helm-install-gpu-operator" in kubectl("get", "helmcharts", "-A")
     assert "argocd" in kubectl("--context", "tirosh-home/k3s/argocd", "get", "ns")
+
+
+@pytest.mark.slow
+def test_a_second_gpu_pod_waits_for_the_one_gpu_and_runs_once_the_first_is_done(healthy: Testbed) -> None:
+    """kube-scheduler moves an unschedulable pod back to its queue when an assigned pod finishes or goes: two CUDA
+    samples at once on the one GB10 run one after the other (two suite runs at once against one cluster)."""
+    v1 = client.CoreV1Api(_api(healthy))
+    v1.create_namespace({"metadata": {"name": "two-at-once"}})
+    try:
+        for name in ("first", "second"):
+            v1.create_namespaced_pod("two-at-once", _cuda_pod(name))
+        done = _wait(lambda: all(p.status.phase == "Succeeded" for p in v1.list_namespaced_pod("two-at-once").items)
+                     and v1.list_namespaced_pod("two-at-once").items, timeout=30)
+        assert sorted(p.metadata.name for p in done) == ["first", "second"]
+        reasons = {name: [e.reason for e in v1.list_namespaced_event(
+            "two-at-once", field_selector=f"involvedObject.name={name}").items] for name in ("first", "second")}
+        waited = [name for name, seen in reasons.items() if "FailedScheduling" in seen]
+        assert len(waited) == 1 and reasons[waited[0]][:2] == ["FailedScheduling", "Scheduled"], reasons
+        assert "FailedScheduling" not in reasons[{"first": "second", "second": "first"}[waited[0]]], reasons
+    finally:
+        v1.delete_namespace("two-at-once")
 
 
 @pytest.mark.slow

@@ -21,6 +21,9 @@ LEASE_NAME = "dgxspark-run"
 LEASE_DURATION_S = 30
 RENEW_EVERY_S = 10
 WAIT_STEP_S = 2.0
+# creationTimestamp has whole seconds: once the server's clock is past our namespace's second, every run that comes
+# after our first look is created in a later second and so sorts after us (see wait_for_other_runs)
+SETTLE_S = 1.05
 REQUEST_TIMEOUT = (10, 30)
 # The sample's per-node requests (pod create, log, diagnostics) in flight at once: 16 nodes cost about one round
 # trip, not 16. Never more than the client's connection pool holds (5 per CPU), which would open and drop extras.
@@ -120,6 +123,7 @@ class CudaRun:
         self.delete_error: str | None = None
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
+        self._created_at: float | None = None  # monotonic time of the create's answer
 
     @property
     def coordination(self) -> k8s_client.CoordinationV1Api:
@@ -139,6 +143,7 @@ class CudaRun:
         except ApiException as error:
             if error.status != 409:  # 409: an earlier attempt whose answer was lost created it (the name is ours)
                 raise
+        self._created_at = time.monotonic()
         if self._create_lease():
             self._renewer = threading.Thread(target=self._renew_loop, name=f"lease-{self.name}", daemon=True)
             self._renewer.start()
@@ -284,6 +289,12 @@ class CudaRun:
     def wait_for_other_runs(self) -> None:
         """One CUDA sample at a time per cluster: a live run's pods hold the GPUs; wait (bounded) until it is done."""
         deadline = time.monotonic() + self.wait_s
+        # Runs go in (creationTimestamp, name) order, and creationTimestamp has whole seconds. A run created in our
+        # second but after our first look would sort before us by name and go at once while we, not having seen it,
+        # go too (two CUDA samples on one GPU). Looking only once the server's clock is past our second (SETTLE_S after
+        # the create's answer, whatever the clocks' offset) means every run we do not see sorts after us.
+        if self._created_at is not None:
+            time.sleep(max(0.0, SETTLE_S - (time.monotonic() - self._created_at)))
         busy = self.live_others()
         while busy:
             if time.monotonic() > deadline:

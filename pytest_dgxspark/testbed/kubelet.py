@@ -125,25 +125,9 @@ class Kubelet:
         md, spec = pod["metadata"], pod["spec"]
         created = time.time()
         time.sleep(self.step / 3)
-        with self._lock:  # scheduling decisions one at a time, so two pods never get the same GPU
-            node_name = spec.get("nodeName")
-            message = ""
-            if not node_name:
-                node_name, message = self._fit(pod)
-            if node_name is None:
-                def unschedulable(o: dict[str, Any]) -> None:
-                    o["status"]["conditions"] = conditions(created, False, False, False, unschedulable_message=message)
-                self._update(pod, unschedulable)
-                self.event(pod, "Warning", "FailedScheduling", message, "default-scheduler")
-                return
-
-            def bind(o: dict[str, Any]) -> None:
-                o["spec"]["nodeName"] = node_name
-                o["status"]["conditions"] = [{"type": "PodScheduled", "status": "True", "lastProbeTime": None,
-                                              "lastTransitionTime": ts(created)}]
-            if self._update(pod, bind) is None:
-                return
-            self._allocate(pod, node_name)
+        node_name = self._schedule(pod, created)
+        if node_name is None:
+            return
         self.event(pod, "Normal", "Scheduled", f"Successfully assigned {md.get('namespace', 'default')}/{md['name']} to {node_name}",
                    "default-scheduler")
         node = self.store.get("/nodes", "", node_name) or {}
@@ -215,6 +199,59 @@ class Kubelet:
                         "conditions": self._conds(pod, created, False), "containerStatuses": back_off})
         self.event(pod, "Warning", "BackOff", f"Back-off restarting failed container {mains[0]['name']} in pod "
                    f"{md['name']}_{md.get('namespace', 'default')}({md['uid']})", "kubelet", node_name)
+
+    def _schedule(self, pod: dict[str, Any], created: float) -> str | None:
+        """Bind the pod to a node it fits. While none fits it stays Pending (PodScheduled False, Unschedulable, one
+        FailedScheduling event) and is tried again whenever a pod finishes or goes or a node changes, as
+        kube-scheduler's queue moves an unschedulable pod back on those cluster events (so a second CUDA sample
+        waiting for the one GPU runs once the first is done); None once the pod is gone."""
+        md = pod["metadata"]
+        key = (md.get("namespace", "default"), md["name"])
+        told = False
+        while True:
+            with self._lock:  # scheduling decisions one at a time, so two pods never get the same GPU
+                seen = self.store.resource_version  # before the fit: a change after it wakes the wait below
+                node_name = pod["spec"].get("nodeName")
+                message = ""
+                if not node_name:
+                    node_name, message = self._fit(pod)
+                if node_name is not None:
+                    def bind(o: dict[str, Any]) -> None:
+                        o["spec"]["nodeName"] = node_name
+                        o["status"]["conditions"] = [{"type": "PodScheduled", "status": "True", "lastProbeTime": None,
+                                                      "lastTransitionTime": ts(created)}]
+                    if self._update(pod, bind) is None:
+                        return None
+                    self._allocate(pod, node_name)
+                    return node_name
+                if not told:
+                    def unschedulable(o: dict[str, Any]) -> None:
+                        o["status"]["conditions"] = conditions(created, False, False, False, unschedulable_message=message)
+                    if self._update(pod, unschedulable) is None:
+                        return None
+                    self.event(pod, "Warning", "FailedScheduling", message, "default-scheduler")
+                    told = True
+            if not self._room_may_have_freed(key, seen):
+                return None
+
+    def _room_may_have_freed(self, key: tuple[str, str], seen: int) -> bool:
+        """Wait (watching the store) for a cluster event after `seen` that can make room: a pod finished or deleted,
+        a node added or changed. False once the pod `key` is deleted or being deleted."""
+        while True:
+            changes, too_old = self.store.events_since(seen, timeout=30.0)
+            if too_old:
+                return self.store.get("/pods", *key) is not None
+            for rv, resource, kind, obj in changes:
+                seen = max(seen, rv)
+                omd = obj.get("metadata") or {}
+                if resource == "/pods" and (omd.get("namespace", "default"), omd.get("name")) == key and (
+                        kind == "DELETED" or omd.get("deletionTimestamp")):
+                    return False
+            if any(resource == "/nodes" or (resource == "/pods" and (kind == "DELETED" or (
+                    (obj.get("status") or {}).get("phase") in DONE_PHASES))) for _, resource, kind, obj in changes):
+                return True
+            if not changes and self.store.get("/pods", *key) is None:
+                return False
 
     def _allocate(self, pod: dict[str, Any], node_name: str) -> None:
         """The device plugin's allocation: the pod's nvidia.com/gpu as GPU UUIDs of the node that no live pod holds."""
