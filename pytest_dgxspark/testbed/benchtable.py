@@ -10,11 +10,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
 
+from pytest_dgxspark.testbed.realplane import NOT_SIMULATED_SUITES
+
 LATENCY_MS = 20  # a LAN round trip plus sshd's session start, or an API request through a load balancer
 SUITE_USER = "system:admin"  # the testbed kubeconfig's identity: on the real plane, the audit log's username
-# kwok cannot simulate the GPU isolation probes' output (tests/test_e2e_realplane.py NOT_ON_REAL_PLANE): there they wait
-# out the CUDA timeout (300 s); the real rows and the stand-in rows run beside them leave that file out
-NOT_ON_REAL_PLANE = ("suites/workload/test_gpu_isolation.py",)
+# the real rows and the stand-in rows run beside them leave out what kwok cannot simulate (realplane.py)
+NOT_ON_REAL_PLANE = NOT_SIMULATED_SUITES
 API_NAMES = {"standin": "stand-in", "real": "real"}
 
 

@@ -28,6 +28,10 @@ READY_TIMEOUT_S = 90.0
 # node lifecycle controller takes off the not-ready taint the NodeTaint admission puts on every new Node once it is Ready
 # (no taint-eviction controller: nothing is evicted)
 CONTROLLERS = "namespace,serviceaccount,serviceaccount-token,nodelifecycle"
+# suite files whose checks the real plane cannot show yet: kwok serves every pod made after bring-up its image's one log
+# and runs a pod without a GPU forever, so the GPU isolation probes wait out the CUDA timeout there (README "GPU
+# isolation"); the bench and the real plane's RBAC run leave them out, and compare them on the stand-in
+NOT_SIMULATED_SUITES = ("suites/workload/test_gpu_isolation.py",)
 
 
 class RealPlaneError(RuntimeError):
