@@ -8,25 +8,11 @@ import uuid
 from collections import Counter
 from typing import Any
 
-from pytest_dgxspark.testbed import containers
 from pytest_dgxspark.testbed import images as catalogue
-from pytest_dgxspark.testbed import logs as texts
+from pytest_dgxspark.testbed import runtime
 from pytest_dgxspark.testbed.podshape import conditions, running_status, terminated_status, ts, waiting_status
+from pytest_dgxspark.testbed.runtime import DONE_PHASES, GPU, gpu_request
 from pytest_dgxspark.testbed.store import Store
-
-GPU = "nvidia.com/gpu"
-DONE_PHASES = ("Succeeded", "Failed")
-
-
-def gpu_request(pod: dict[str, Any]) -> int:
-    """nvidia.com/gpu asked for by the pod (limits or requests; the max over init containers and the sum of containers)."""
-    spec = pod.get("spec") or {}
-
-    def one(c: dict[str, Any]) -> int:
-        res = c.get("resources") or {}
-        return int(str((res.get("limits") or {}).get(GPU) or (res.get("requests") or {}).get(GPU) or 0))
-
-    return max(sum(one(c) for c in spec.get("containers") or []), max((one(c) for c in spec.get("initContainers") or []), default=0))
 
 
 def tolerates(pod: dict[str, Any], taint: dict[str, Any]) -> bool:
@@ -132,9 +118,7 @@ class Kubelet:
                    "default-scheduler")
         node = self.store.get("/nodes", "", node_name) or {}
         ip = next((a["address"] for a in (node.get("status") or {}).get("addresses") or [] if a["type"] == "InternalIP"), "")
-        gpu = gpu_request(pod) > 0
-        outcome = self.workload.get("outcome", "succeeded") if gpu else self.workload.get("cpu_outcome", "running")
-        failure = texts.FAILURES.get(self.workload.get("failure") or "", {}) if outcome == "failed" else {}
+        failure = runtime.failure_of(self.workload, pod)
         key = f"{md.get('namespace', 'default')}/{md['name']}"
         base = {"hostIP": ip, "hostIPs": [{"ip": ip}], "startTime": ts(created), "qosClass": "BestEffort"}
         mains = spec["containers"]
@@ -158,17 +142,13 @@ class Kubelet:
                        "Image size: 35682418 bytes.", "kubelet", node_name)
         time.sleep(self.step)
         arch = ((node.get("metadata") or {}).get("labels") or {}).get("kubernetes.io/arch", "")
-        foreign = next((e for e in entries if arch not in (e or {}).get("arch", [arch])), None)
-        if foreign is not None and not failure:  # the image has no variant for this node: its entrypoint cannot run
-            outcome, failure = "failed", {"exit_code": 255, "log": catalogue.exec_format_error(foreign)}
-        if failure.get("waiting"):
+        end = runtime.ending(pod, arch, self.workload, self.images, self.devices.get(node_name) or {},
+                             self.allocated.get(key, ("", []))[1])
+        if end is None:  # a create error of the scenario (its image was found): the container never starts
             self._set(pod, {**base, "phase": "Pending", "conditions": self._conds(pod, created, False),
                             "containerStatuses": [waiting_status(c, failure["waiting"], failure["message"]) for c in mains]})
             self.event(pod, "Warning", "Failed", f"Error: {failure['message']}", "kubelet", node_name)
             return
-        ran = None if failure else self._shell(mains, entries, node_name, key)
-        if ran is not None:  # a `sh -c` the simulation runs: it ends with its own exit status, whatever the outcome
-            outcome, failure = ("succeeded", {}) if ran[1] == 0 else ("failed", {"exit_code": ran[1], "log": ran[0]})
         for c in mains:
             self.event(pod, "Normal", "Created", f"Created container: {c['name']}", "kubelet", node_name)
             self.event(pod, "Normal", "Started", f"Started container {c['name']}", "kubelet", node_name)
@@ -176,19 +156,17 @@ class Kubelet:
         ready = self._set(pod, {**base, "phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}],
                                 "conditions": self._conds(pod, created, True),
                                 "containerStatuses": [running_status(c, started) for c in mains]})
-        if ready is None or outcome == "running":
+        if ready is None or end.outcome == "running":
             return
         time.sleep(float(self.workload.get("run_s", self.step * 2)))
-        log = ran[0] if ran is not None else failure.get("log") if failure else \
-            self.workload.get("log", (entries[0] or {}).get("log", ""))
         for c in mains:
-            self.logs[f"{key}/{c['name']}"] = log or ""
-        exit_code = int(failure.get("exit_code", 1)) if failure else 0
-        reason = "Error" if failure else "Completed"
+            self.logs[f"{key}/{c['name']}"] = end.log
+        exit_code, failed = end.exit_code, end.failed
+        reason = "Error" if failed else "Completed"
         finished = time.time()
         policy = spec.get("restartPolicy", "Always")
-        if policy == "Never" or (policy == "OnFailure" and not failure):
-            self._set(pod, {**base, "phase": "Failed" if failure else "Succeeded", "podIP": ip, "podIPs": [{"ip": ip}],
+        if policy == "Never" or (policy == "OnFailure" and not failed):
+            self._set(pod, {**base, "phase": "Failed" if failed else "Succeeded", "podIP": ip, "podIPs": [{"ip": ip}],
                             "conditions": self._conds(pod, created, False, completed=True),
                             "containerStatuses": [terminated_status(c, started, finished, exit_code, reason) for c in mains]})
             return
@@ -255,26 +233,14 @@ class Kubelet:
 
     def _allocate(self, pod: dict[str, Any], node_name: str) -> None:
         """The device plugin's allocation: the pod's nvidia.com/gpu as GPU UUIDs of the node that no live pod holds."""
-        want = gpu_request(pod)
-        if not want:
+        if not gpu_request(pod):
             return
         md = pod["metadata"]
         live = {f"{(p['metadata'].get('namespace') or 'default')}/{p['metadata']['name']}" for p in self.store.list("/pods")[0]
                 if (p.get("status") or {}).get("phase") not in DONE_PHASES}
         held = Counter(u for k, (n, uuids) in self.allocated.items() if n == node_name and k in live for u in uuids)
-        devices = self.devices.get(node_name) or {}
-        free: list[str] = []
-        for g in devices.get("gpus") or []:  # with time-slicing each GPU is `replicas` devices of the same UUID
-            free += [g["uuid"]] * max(0, int(devices.get("replicas", 1)) - held[g["uuid"]])
-        self.allocated[f"{md.get('namespace', 'default')}/{md['name']}"] = (node_name, free[:want])
-
-    def _shell(self, mains: list[dict[str, Any]], entries: list[Any], node_name: str, key: str) -> tuple[str, int] | None:
-        """(log, exit status) of a single container running `sh -c` of plain commands, with the GPUs it holds."""
-        if len(mains) != 1:
-            return None
-        devices = self.devices.get(node_name) or {}
-        gpus = containers.visible(devices, self.allocated.get(key, ("", []))[1], mains[0], entries[0] or {})
-        return containers.run_shell(mains[0], entries[0] or {}, gpus)
+        self.allocated[f"{md.get('namespace', 'default')}/{md['name']}"] = (
+            node_name, runtime.allocate(pod, self.devices.get(node_name) or {}, held))
 
     def _pull_fails(self, pod: dict[str, Any], base: dict[str, Any], created: float, c: dict[str, Any], node_name: str) -> None:
         """ErrImagePull, then ImagePullBackOff, with the events the kubelet writes for a reference not found."""
