@@ -36,15 +36,6 @@ ALL = bundled_scenarios()
 WANTED = ALL if os.environ.get("DGXSPARK_REAL_SCENARIOS") == "all" else QUICK
 
 
-# Rules the real plane cannot show yet, and why: compared on the stand-in only (tests/test_e2e.py).
-NOT_ON_REAL_PLANE = {
-    "SPARK.gpu-isolation-unrequested": "kwok serves every pod created after bring-up the image's one log and runs a "
-                                       "pod without a GPU forever, so the isolation probe's output is not simulated",
-    "SPARK.gpu-isolation-allocated": "the same: the probe pod with a GPU prints the vectorAdd log there",
-    "SPARK.gpu-sharing-replicas": "the same for the time-sliced replicas' probe pods",
-}
-
-
 @pytest.fixture(scope="module")
 def real_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     wanted = selected(request, "test_the_scenario_gives_its_declared_statuses_on_the_real_control_plane")
@@ -61,9 +52,9 @@ def test_the_scenario_gives_its_declared_statuses_on_the_real_control_plane(real
     got = {r["id"]: r["status"] for r in doc["rules"]}
     messages = {r["id"]: [t["message"] for t in r["tests"] if t["message"]] for r in doc["rules"]}
     wrong = {rid: (want, got.get(rid), messages.get(rid)) for rid, want in expect["rules"].items()
-             if got.get(rid) != want and rid not in NOT_ON_REAL_PLANE}
+             if got.get(rid) != want}
     assert wrong == {}, f"{name} on the real plane: rule statuses differ (expected, got, messages)\n{proc.stdout[-3000:]}"
-    assert sorted(doc["root_causes"]) == sorted(r for r in expect["root_causes"] if r not in NOT_ON_REAL_PLANE)
+    assert sorted(doc["root_causes"]) == sorted(expect["root_causes"])
     assert doc["run"]["simulated"] is True and doc["run"]["testbed"] == name
     assert_torn_down(tmp_path)
 

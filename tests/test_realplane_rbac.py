@@ -86,17 +86,14 @@ def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plane]:
 
 
 def test_the_suite_runs_green_as_its_identity_and_writes_only_in_its_own_namespace(plane: Plane) -> None:
-    from pytest_dgxspark.testbed.realplane import NOT_SIMULATED_SUITES
     from pytest_dgxspark.testbed.scenario import load
-    from tests.test_e2e_realplane import NOT_ON_REAL_PLANE
 
     before = len(plane.audit())
-    # the GPU isolation probes cannot be simulated on the real plane (kwok's one log per image): left to the stand-in
-    proc, doc = plane.suite("suites", *(f"--ignore={path}" for path in NOT_SIMULATED_SUITES))
-    expected = {rid: want for rid, want in load(SCENARIO).expect["rules"].items() if rid not in NOT_ON_REAL_PLANE}
+    proc, doc = plane.suite("suites")  # every suite file, the GPU isolation probes' pods included
+    expected = load(SCENARIO).expect["rules"]
     statuses = {r["id"]: r["status"] for r in doc["rules"]}
     assert {rid: statuses[rid] for rid in expected} == expected, proc.stdout[-3000:]
-    assert doc["root_causes"] == [r for r in load(SCENARIO).expect.get("root_causes", []) if r not in NOT_ON_REAL_PLANE]
+    assert doc["root_causes"] == load(SCENARIO).expect.get("root_causes", [])
     events = [e for e in plane.audit()[before:] if e.get("user", {}).get("username") == rbac.USER]
     assert events, "the suite's requests are not in the audit log under its identity"
     writes = [e for e in events if e["verb"] in rbac.WRITES]

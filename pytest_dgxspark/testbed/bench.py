@@ -20,7 +20,6 @@ import yaml
 
 from pytest_dgxspark.testbed.benchtable import (
     LATENCY_MS,
-    NOT_ON_REAL_PLANE,
     SUITE_USER,
     counted,
     differences,
@@ -191,14 +190,15 @@ def main(argv: list[str] | None = None) -> int:
             runs.append(run(nodes, work, args.ssh_latency_ms, args.api_latency_ms))
             _say(runs[-1], "stand-in")
         for nodes in real_counts if missing is None else ():
-            runs.append(run(nodes, work, args.ssh_latency_ms, args.api_latency_ms, ignore=NOT_ON_REAL_PLANE))
-            _say(runs[-1], "stand-in*")
+            if nodes not in counts:  # each real run beside a stand-in run of the same nodes
+                runs.append(run(nodes, work, args.ssh_latency_ms, args.api_latency_ms))
+                _say(runs[-1], "stand-in")
             try:
-                runs.append(run(nodes, work, args.ssh_latency_ms, args.api_latency_ms, api="real", ignore=NOT_ON_REAL_PLANE))
+                runs.append(run(nodes, work, args.ssh_latency_ms, args.api_latency_ms, api="real"))
             except Exception as exc:  # noqa: BLE001 - said in the table's place, the stand-in's rows still print
                 not_up.append(f"real control plane, {nodes} node(s): not measured ({exc})")
                 continue
-            _say(runs[-1], "real*")
+            _say(runs[-1], "real")
     nodes = 16 if 16 in counts else counts[-1]
     if missing is not None:
         print(f"bench: real control plane: NOT BUILT, the table has the stand-in's rows only ({missing})")

@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,10 +29,6 @@ READY_TIMEOUT_S = 90.0
 # node lifecycle controller takes off the not-ready taint the NodeTaint admission puts on every new Node once it is Ready
 # (no taint-eviction controller: nothing is evicted)
 CONTROLLERS = "namespace,serviceaccount,serviceaccount-token,nodelifecycle"
-# suite files whose checks the real plane cannot show yet: kwok serves every pod made after bring-up its image's one log
-# and runs a pod without a GPU forever, so the GPU isolation probes wait out the CUDA timeout there (README "GPU
-# isolation"); the bench and the real plane's RBAC run leave them out, and compare them on the stand-in
-NOT_SIMULATED_SUITES = ("suites/workload/test_gpu_isolation.py",)
 
 
 class RealPlaneError(RuntimeError):
@@ -130,11 +127,17 @@ def write_files(directory: Path, ca: pki.Pair, address: str, server_name: str, t
     return cp
 
 
+def _python_env() -> dict[str, str]:
+    """The environment of a testbed process run with this interpreter: the package importable from the checkout."""
+    root = str(Path(__file__).resolve().parents[2])
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)}
+
+
 def _spawn(directory: Path, netns: str, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
     log = open(directory / f"{name}.log", "ab")  # noqa: SIM115 - handed to the child
     try:
         return subprocess.Popen(["ip", "netns", "exec", netns, *argv], stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+                                stdin=subprocess.DEVNULL, start_new_session=True, env=_python_env())
     finally:
         log.close()
 
@@ -194,7 +197,10 @@ def start_controllers(plane: ControlPlane, kwok_config: Path, *, on_pid: Any = N
         "kwok": [str(bins["kwok"]), "--kubeconfig", str(cp / "kwok.kubeconfig"), "--config", str(kwok_config),
                  "--manage-all-nodes=true", "--server-address", f"0.0.0.0:{KUBELET_PORT}",
                  "--tls-cert-file", str(cp / "kwok-serving.crt"), "--tls-private-key-file", str(cp / "kwok-serving.key"),
-                 "--node-lease-duration-seconds", "40", "--cidr", "10.42.0.0/16"],
+                 "--node-lease-duration-seconds", "40", "--cidr", "10.42.0.0/16", "--enable-crds", "Logs"],
+        # what the containers kwok "runs" print and how they exit (kwokrun.py), as the stand-in's kubelet decides it
+        "kwokrun": [sys.executable, "-m", "pytest_dgxspark.testbed.kwokrun", "--kubeconfig", str(cp / "admin.kubeconfig"),
+                    "--world", str(plane.directory / "workload-world.json"), "--logs", str(cp / "logs")],
     }
     for name, argv in argvs.items():
         proc = _spawn(plane.directory, plane.netns, name, argv)
@@ -284,6 +290,7 @@ def bring_up(directory: Path, netns: str, address: str, server_name: str, scenar
     api = Api.from_kubeconfig(directory / "controlplane" / "admin.kubeconfig", server=plane.url)
     try:
         realworld.write(api, world, scenario)
+        realworld.write_logs(api, world, directory)
         config = realworld.kwok_config(world, directory, cuda_image)
         start_controllers(plane, config, on_pid=on_pid)
         realworld.wait_controller_manager(api)
@@ -297,18 +304,15 @@ def bring_up(directory: Path, netns: str, address: str, server_name: str, scenar
 def start_fault_proxy(plane: ControlPlane, faults: dict[str, Any], *, on_pid: Any = None) -> None:
     """faultproxy.py on address:API_PORT in front of the server's DIRECT_PORT; returns once it accepts connections."""
     import socket
-    import sys
 
     cp = plane.directory / "controlplane"
     (cp / "faults.json").write_text(json.dumps(faults))
-    root = str(Path(__file__).resolve().parents[2])
     argv = [sys.executable, "-m", "pytest_dgxspark.testbed.faultproxy", "--listen", f"{plane.address}:{API_PORT}",
             "--upstream", f"127.0.0.1:{plane.port}", "--dir", str(cp), "--faults", str(cp / "faults.json")]
     log = open(plane.directory / "faultproxy.log", "ab")  # noqa: SIM115 - handed to the child
     try:
         proc = subprocess.Popen(["ip", "netns", "exec", plane.netns, *argv], stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True,
-                                env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)})
+                                stdin=subprocess.DEVNULL, start_new_session=True, env=_python_env())
     finally:
         log.close()
     plane.pids.append(proc.pid)

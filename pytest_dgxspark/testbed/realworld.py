@@ -13,6 +13,8 @@ import yaml
 from pytest_dgxspark.testbed import bootstrap, crdschemas, resources
 from pytest_dgxspark.testbed import images as catalogue
 from pytest_dgxspark.testbed import logs as texts
+from pytest_dgxspark.testbed.kwokrun import EXIT_ANNOTATION
+from pytest_dgxspark.testbed.kwokrun import cri_log as _cri_log
 from pytest_dgxspark.testbed.realapi import Api, ApiError
 from pytest_dgxspark.testbed.world import PREVIOUS, World
 
@@ -211,11 +213,6 @@ def wait_controller_manager(api: Api, timeout_s: float = 60.0) -> None:
 
 # --- kwok: container logs and the stages of pods created after bring-up ---------------------------------------------
 
-def _cri_log(text: str, when: str = "2026-01-01T00:00:00.000000000Z") -> str:
-    """A CRI log file (what the kubelet serves): `<time> stdout F <line>` per line."""
-    return "".join(f"{when} stdout F {line}\n" for line in text.splitlines())
-
-
 def _aliases(reference: str) -> list[str]:
     """Every spelling of an image reference a pod may use (busybox:1.36, library/busybox:1.36, docker.io/...)."""
     full = catalogue.normalize(reference)
@@ -259,7 +256,7 @@ RUNNING = ('  containerID: "containerd://{{ .name }}"\n  ready: true\n  started:
            "  state: {running: {startedAt: {{ $now | Quote }}}}\n")
 
 
-def _terminated(code: int, reason: str) -> str:
+def _terminated(code: str, reason: str) -> str:
     return ('  containerID: "containerd://{{ .name }}"\n  ready: false\n  started: false\n  restartCount: 0\n'
             f"  state: {{terminated: {{exitCode: {code}, reason: {reason}, startedAt: {{{{ $now | Quote }}}}, "
             "finishedAt: {{ $now | Quote }}}}\n")
@@ -282,8 +279,9 @@ def _stage(name: str, selector: list[dict[str, Any]], status: str | None, event:
                      "delay": {"durationMilliseconds": delay_ms}, "next": nxt}}
 
 
-def _lifecycle(tag: str, group: list[dict[str, Any]], outcome: str, failure: dict[str, Any], run_ms: int) -> list[dict[str, Any]]:
-    """The stages of one kind of pod (GPU or not, image known or not), as kubelet.Kubelet walks it on the stand-in."""
+def _lifecycle(tag: str, group: list[dict[str, Any]], failure: dict[str, Any]) -> list[dict[str, Any]]:
+    """The stages of one kind of pod (GPU or not, image known) up to its start, as kubelet.Kubelet walks it on the
+    stand-in; how it ends is _ending_stages'."""
     fresh = FRESH + group
     if failure.get("reason") == "UnexpectedAdmissionError":
         status = ("{{ $now := Now }}\nphase: Failed\nreason: UnexpectedAdmissionError\n"
@@ -296,29 +294,37 @@ def _lifecycle(tag: str, group: list[dict[str, Any]], outcome: str, failure: dic
     if failure.get("waiting"):
         return [_stage(f"{tag}-create-error", fresh, _status("Pending", _waiting(failure["waiting"], failure["message"]), False),
                        ("Warning", "Failed", f"Error: {failure['message']}"))]
-    stages = [_stage(f"{tag}-start", fresh, _status("Running", RUNNING, True), ("Normal", "Started", "Started container"))]
-    if outcome == "running":
-        return stages
-    code = int(failure.get("exit_code", 1)) if failure else 0
-    reason = "Error" if failure else "Completed"
+    return [_stage(f"{tag}-start", fresh, _status("Running", RUNNING, True), ("Normal", "Started", "Started container"))]
+
+
+def _ending_stages(run_ms: int) -> list[dict[str, Any]]:
+    """How a started container ends, once kwokrun.py has annotated its pod with the exit code it decided
+    (runtime.ending): Succeeded or Failed where the pod is not restarted, CrashLoopBackOff where it is."""
+    code = f'{{{{ index .metadata.annotations "{EXIT_ANNOTATION}" }}}}'
     running = [_expr(".metadata.deletionTimestamp", "DoesNotExist"), _expr(".status.phase", "In", ["Running"]),
-               _expr(".status.containerStatuses.[].state.running.startedAt", "Exists")] + group
-    never = running + [_expr(".spec.restartPolicy", "In", ["Never"] if failure else ["Never", "OnFailure"])]
-    stages.append(_stage(f"{tag}-finish", never, _status("Failed" if failure else "Succeeded", _terminated(code, reason), False,
-                                                         completed=True), delay_ms=run_ms))
-    again = running + [_expr(".spec.restartPolicy", "In", ["Always", "OnFailure"] if failure else ["Always"])]
-    back_off = ('  ready: false\n  started: false\n  restartCount: 1\n'
-                "  state: {waiting: {reason: CrashLoopBackOff, message: back-off 10s restarting failed container}}\n"
-                f"  lastState: {{terminated: {{exitCode: {code}, reason: {reason}, startedAt: {{{{ $now | Quote }}}}, "
-                "finishedAt: {{ $now | Quote }}}}\n")
-    stages.append(_stage(f"{tag}-crashloop", again, _status("Running", back_off, False),
-                         ("Warning", "BackOff", "Back-off restarting failed container"), delay_ms=run_ms))
+               _expr(".status.containerStatuses.[].state.running.startedAt", "Exists")]
+    exit_key = f'.metadata.annotations["{EXIT_ANNOTATION}"]'
+    ok, failed = [_expr(exit_key, "In", ["0"])], [_expr(exit_key, "Exists"), _expr(exit_key, "NotIn", ["0"])]
+    policy = ".spec.restartPolicy"
+    stages = [
+        _stage("run-succeeded", running + ok + [_expr(policy, "In", ["Never", "OnFailure"])],
+               _status("Succeeded", _terminated("0", "Completed"), False, completed=True), delay_ms=run_ms),
+        _stage("run-failed", running + failed + [_expr(policy, "In", ["Never"])],
+               _status("Failed", _terminated(code, "Error"), False, completed=True), delay_ms=run_ms)]
+    for name, when, reason in (("run-restarted-completed", ok + [_expr(policy, "In", ["Always"])], "Completed"),
+                               ("run-restarted-error", failed + [_expr(policy, "In", ["Always", "OnFailure"])], "Error")):
+        back_off = ('  ready: false\n  started: false\n  restartCount: 1\n'
+                    "  state: {waiting: {reason: CrashLoopBackOff, message: back-off 10s restarting failed container}}\n"
+                    f"  lastState: {{terminated: {{exitCode: {code}, reason: {reason}, startedAt: {{{{ $now | Quote }}}}, "
+                    "finishedAt: {{ $now | Quote }}}}\n")
+        stages.append(_stage(name, running + when, _status("Running", back_off, False),
+                             ("Warning", "BackOff", "Back-off restarting failed container"), delay_ms=run_ms))
     return stages
 
 
 def kwok_config(world: World, directory: Path, cuda_image: str | None) -> Path:
-    """directory/controlplane/kwok.yaml: the pod stages the scenario's workload settings call for, a Logs entry per
-    scenario pod log (current and previous) and, for pods created later, the log their image prints."""
+    """directory/controlplane/kwok.yaml: the pod stages the scenario's workload settings call for and, for a pod created
+    later that kwokrun.py gave no log of its own, the log its image prints (the scenario's pods' logs: log_objects)."""
     workload = world.settings.get("workload") or {}
     known = workload.get("images") or {}
     logs_dir = directory / "controlplane" / "logs"
@@ -328,11 +334,9 @@ def kwok_config(world: World, directory: Path, cuda_image: str | None) -> Path:
     run_ms = int(float(workload.get("run_s", workload.get("step_s", 0.15) * 2)) * 1000)
     aliases = sorted({a for ref in known for a in _aliases(ref)})
     gpu_failure = texts.FAILURES.get(workload.get("failure") or "", {}) if workload.get("outcome", "succeeded") == "failed" else {}
-    for tag, group, outcome, failure in (
-            ("gpu", [_expr(GPU_KEY, "Exists")], workload.get("outcome", "succeeded"), gpu_failure),
-            ("cpu", [_expr(GPU_KEY, "DoesNotExist")], workload.get("cpu_outcome", "running"), {})):
+    for tag, group, failure in (("gpu", [_expr(GPU_KEY, "Exists")], gpu_failure), ("cpu", [_expr(GPU_KEY, "DoesNotExist")], {})):
         image_ok = [_expr(".spec.containers.[0].image", "In", aliases)] if aliases else []
-        for stage in _lifecycle(tag, group + image_ok, outcome, failure, run_ms):
+        for stage in _lifecycle(tag, group + image_ok, failure):
             stage["spec"]["delay"]["durationMilliseconds"] = max(stage["spec"]["delay"]["durationMilliseconds"], step_ms)
             docs.append(stage)
         if aliases:  # a reference the registry does not know: ErrImagePull (kubelet.Kubelet._pull_fails)
@@ -340,6 +344,7 @@ def kwok_config(world: World, directory: Path, cuda_image: str | None) -> Path:
             docs.append(_stage(f"{tag}-pull-error", unknown,
                                _status("Pending", _waiting("ErrImagePull", "failed to pull and unpack image: not found"), False),
                                ("Warning", "Failed", "Error: ErrImagePull")))
+    docs += _ending_stages(max(run_ms, step_ms))
     # kwok manages nodes only through a node stage; the scenario's Node status is the testbed's, so this one never
     # matches (no kwok heartbeat rewrites the conditions; kwok's node lease says the node lives)
     docs.append({"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Stage", "metadata": {"name": "node-as-written"},
@@ -348,6 +353,27 @@ def kwok_config(world: World, directory: Path, cuda_image: str | None) -> Path:
                           "next": {"statusTemplate": "{}"}}})
     docs.append(_stage("pod-delete", [_expr(".metadata.deletionTimestamp", "Exists"), _expr(".metadata.finalizers", "DoesNotExist")],
                        None, delete=True, delay_ms=200))
+    later = gpu_failure.get("log") if gpu_failure else workload.get("log")
+    if later is None and cuda_image:
+        later = (known.get(catalogue.normalize(cuda_image)) or {}).get("log", "")
+    (logs_dir / "later.log").write_text(_cri_log(later or ""))
+    docs.append({"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "ClusterLogs", "metadata": {"name": "later"},
+                 "spec": {"logs": [{"logsFile": str(logs_dir / "later.log"), "previousLogsFile": str(logs_dir / "later.log")}]}})
+    path = directory / "controlplane" / "kwok.yaml"
+    path.write_text(yaml.safe_dump_all(docs, sort_keys=False, width=200))
+    return path
+
+
+LOGS_CRD = CRD_DIR / "logs.kwok.x-k8s.io.yaml"  # kwok's own (kwok --enable-crds=Logs watches these objects)
+
+
+def log_objects(world: World, directory: Path) -> list[dict[str, Any]]:
+    """kwok Logs objects serving every scenario pod's container logs (current and previous), each written to
+    directory/controlplane/logs as a CRI log file."""
+    logs_dir = directory / "controlplane" / "logs"
+    logs_dir.mkdir(parents=True, exist_ok=True)
+    (logs_dir / "empty.log").write_text("")
+    docs: list[dict[str, Any]] = []
     per_pod: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for key, text in sorted(world.logs.items()):
         previous = key.endswith(PREVIOUS)
@@ -365,13 +391,20 @@ def kwok_config(world: World, directory: Path, cuda_image: str | None) -> Path:
             entry.setdefault("logsFile", str(logs_dir / "empty.log"))
         docs.append({"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Logs", "metadata": {"name": pod, "namespace": ns},
                      "spec": {"logs": entries}})
-    (logs_dir / "empty.log").write_text("")
-    later = gpu_failure.get("log") if gpu_failure else workload.get("log")
-    if later is None and cuda_image:
-        later = (known.get(catalogue.normalize(cuda_image)) or {}).get("log", "")
-    (logs_dir / "later.log").write_text(_cri_log(later or ""))
-    docs.append({"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "ClusterLogs", "metadata": {"name": "later"},
-                 "spec": {"logs": [{"logsFile": str(logs_dir / "later.log"), "previousLogsFile": str(logs_dir / "later.log")}]}})
-    path = directory / "controlplane" / "kwok.yaml"
-    path.write_text(yaml.safe_dump_all(docs, sort_keys=False, width=200))
-    return path
+    return docs
+
+
+def write_logs(api: Api, world: World, directory: Path) -> None:
+    """kwok's Logs CRD (until Established), then the scenario pods' Logs objects (log_objects)."""
+    crd = yaml.safe_load(LOGS_CRD.read_text())
+    api.call("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd, ok=(201, 409))
+    _wait_established(api, [crd["metadata"]["name"]])
+    problems = []
+    for doc in log_objects(world, directory):
+        md = doc["metadata"]
+        try:
+            api.call("POST", f"/apis/kwok.x-k8s.io/v1alpha1/namespaces/{md['namespace']}/logs", doc)
+        except ApiError as exc:
+            problems.append(f"Logs {md['namespace']}/{md['name']}: {exc}")
+    if problems:
+        raise WorldError("the real API server refused the scenario pods' logs:\n  " + "\n  ".join(problems))
