@@ -94,12 +94,21 @@ def _stages(name: str, tmp_path: Path, **workload) -> dict[str, dict]:
     return {d["metadata"]["name"]: d for d in yaml.safe_load_all(path.read_text()) if d["kind"] == "Stage"}
 
 
-def test_the_healthy_cuda_sample_runs_then_succeeds_and_its_log_is_the_images(tmp_path):
+def test_a_started_container_ends_only_once_kwokrun_has_named_its_exit_code(tmp_path):
+    from pytest_dgxspark.testbed.kwokrun import EXIT_ANNOTATION
+
     stages = _stages("healthy", tmp_path)
     assert "phase: Running" in stages["gpu-start"]["spec"]["next"]["statusTemplate"]
-    finish = stages["gpu-finish"]["spec"]
-    assert "phase: Succeeded" in finish["next"]["statusTemplate"] and "exitCode: 0, reason: Completed" in finish["next"]["statusTemplate"]
-    assert {"key": ".spec.restartPolicy", "operator": "In", "values": ["Never", "OnFailure"]} in finish["selector"]["matchExpressions"]
+    assert not any(name.startswith(("gpu-finish", "cpu-finish")) for name in stages)  # no end without the annotation
+    key = f'.metadata.annotations["{EXIT_ANNOTATION}"]'
+    done = stages["run-succeeded"]["spec"]
+    assert "phase: Succeeded" in done["next"]["statusTemplate"] and "exitCode: 0, reason: Completed" in done["next"]["statusTemplate"]
+    assert {"key": key, "operator": "In", "values": ["0"]} in done["selector"]["matchExpressions"]
+    assert {"key": ".spec.restartPolicy", "operator": "In", "values": ["Never", "OnFailure"]} in done["selector"]["matchExpressions"]
+    failed = stages["run-failed"]["spec"]
+    assert "phase: Failed" in failed["next"]["statusTemplate"]
+    assert f'exitCode: {{{{ index .metadata.annotations "{EXIT_ANNOTATION}" }}}}, reason: Error' in failed["next"]["statusTemplate"]
+    assert "CrashLoopBackOff" in stages["run-restarted-error"]["spec"]["next"]["statusTemplate"]
     later = (tmp_path / "controlplane" / "logs" / "later.log").read_text()
     assert "stdout F Test PASSED\n" in later
 
@@ -111,12 +120,70 @@ def test_an_admission_failure_fails_the_gpu_pod_with_its_reason_and_event(tmp_pa
     assert stage["event"]["reason"] == "UnexpectedAdmissionError" and "gpu-start" not in stages
 
 
-def test_a_failing_exit_fails_a_never_restarted_pod_and_crashloops_one_that_restarts(tmp_path):
-    stages = _stages("healthy", tmp_path, outcome="failed", failure="F25")
-    assert "exitCode: 255, reason: Error" in stages["gpu-finish"]["spec"]["next"]["statusTemplate"]
-    assert "phase: Failed" in stages["gpu-finish"]["spec"]["next"]["statusTemplate"]
-    assert "CrashLoopBackOff" in stages["gpu-crashloop"]["spec"]["next"]["statusTemplate"]
-    assert "exec format error" in (tmp_path / "controlplane" / "logs" / "later.log").read_text()
+def _runner(name: str, tmp_path: Path, **workload):
+    import json
+
+    from pytest_dgxspark.testbed.kwokrun import Runner
+
+    world = _world(name)
+    world.settings["workload"].update(workload)
+    return Runner(json.loads(world.to_json()), tmp_path)
+
+
+def _probe(name: str, node: str, gpus: int | None = None, image: str = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0-ubuntu22.04"):
+    from pytest_dgxspark.kube.isolation import PROBE_COMMAND
+    from pytest_dgxspark.kube.podrun import pinned_pod
+
+    pod = pinned_pod(name, image, {"metadata": {"name": node}}, app="probe", gpus=gpus, command=PROBE_COMMAND)
+    pod["metadata"]["namespace"] = "dgxspark-cuda-x"
+    pod["spec"]["nodeName"] = node
+    pod["status"] = {"phase": "Pending"}
+    return pod
+
+
+def test_kwokrun_runs_the_isolation_probe_against_the_gpus_the_pod_holds(tmp_path):
+    runner = _runner("healthy", tmp_path)
+    end, names = runner.decide(_probe("none", "gpu-01"))
+    assert (end.outcome, end.exit_code) == ("succeeded", 0)  # the probe's last step is an echo
+    assert "ls: cannot access '/dev/nvidia*': No such file or directory" in end.log and "nvidia-smi: not found" in end.log
+    end, _ = runner.decide(_probe("one", "gpu-01", gpus=1))
+    assert "/dev/nvidia0" in end.log and "GPU 0: NVIDIA GB10 (UUID: GPU-" in end.log
+    body = runner.log_body(_probe("one", "gpu-01", gpus=1), end, names)
+    assert body["kind"] == "Logs" and body["metadata"] == {"name": "one", "namespace": "dgxspark-cuda-x"}
+    assert Path(body["spec"]["logs"][0]["logsFile"]).read_text().count(" stdout F ") == len(end.log.splitlines())
+    assert runner.decide(_probe("one", "gpu-01", gpus=1)) is None  # decided once
+
+
+def test_kwokrun_gives_an_unrequesting_pod_every_gpu_where_the_nvidia_runtime_honours_the_image_envvar(tmp_path):
+    end, _ = _runner("nvidia-default-runtime", tmp_path).decide(_probe("none", "gpu-01"))
+    assert "/dev/nvidia0" in end.log and "GPU 0: NVIDIA GB10" in end.log
+
+
+def test_kwokrun_hands_out_each_gpu_once_until_its_pod_is_done(tmp_path):
+    runner = _runner("healthy", tmp_path)
+    first, _ = runner.decide(_probe("a", "gpu-01", gpus=1))
+    second, _ = runner.decide(_probe("b", "gpu-01", gpus=1))
+    assert "GPU 0:" in first.log and "GPU 0:" not in second.log  # the GB10 is held by the first
+    runner.decide({**_probe("a", "gpu-01", gpus=1), "status": {"phase": "Succeeded"}})
+    third, _ = runner.decide(_probe("c", "gpu-01", gpus=1))
+    assert "GPU 0:" in third.log
+
+
+def test_kwokrun_fails_an_image_without_the_nodes_architecture_with_exec_format_error(tmp_path):
+    end, _ = _runner("healthy", tmp_path).decide(_probe("nbody", "gpu-01", gpus=1, image="nvcr.io/nvidia/k8s/cuda-sample:nbody"))
+    assert (end.outcome, end.exit_code) == ("failed", 255) and "exec format error" in end.log
+
+
+def test_kwokrun_leaves_the_scenarios_pods_and_a_pod_that_never_starts_to_kwok(tmp_path):
+    runner = _runner("healthy", tmp_path)
+    world_pod = next(o for o in _world("healthy").objects if o["kind"] == "Pod" and (o.get("spec") or {}).get("nodeName"))
+    assert runner.decide(world_pod) is None
+    assert runner.decide(_probe("typo", "gpu-01", image="nvcr.io/nvidia/k8s/cuda-sampel:typo")) is None  # ErrImagePull
+    unbound = _probe("later", "gpu-01")
+    del unbound["spec"]["nodeName"]
+    assert runner.decide(unbound) is None
+    failing = _runner("healthy", tmp_path, outcome="failed", failure="F24")  # UnexpectedAdmissionError
+    assert failing.decide(_probe("gpu", "gpu-01", gpus=1)) is None
 
 
 def test_known_and_unknown_images_take_disjoint_stages(tmp_path):
@@ -133,8 +200,9 @@ def test_scenario_logs_are_cri_files_kwok_serves_per_pod_current_and_previous(tm
 
     world = _world("device-plugin-crashloop")
     path = realworld.kwok_config(world, tmp_path, None)
+    assert [d["kind"] for d in yaml.safe_load_all(path.read_text()) if d["kind"] == "Logs"] == []  # kwok watches them
     logs = {(d["metadata"]["namespace"], d["metadata"]["name"]): d["spec"]["logs"]
-            for d in yaml.safe_load_all(path.read_text()) if d["kind"] == "Logs"}
+            for d in realworld.log_objects(world, tmp_path)}
     previous = [k for k in world.logs if k.endswith(PREVIOUS)]
     assert previous, "the crashloop scenario has a previous log"
     ns, pod, container = previous[0].removesuffix(PREVIOUS).split("/", 2)
