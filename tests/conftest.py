@@ -21,12 +21,23 @@ SITE = REPO / "sites" / "tirosh-home"
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    """One visible line when the end-to-end tests on the real control plane could not run (no Go, no binaries)."""
+    """One visible line when the tests on the real control plane could not run (no Go, no binaries), and when the
+    bundled scenarios of tests/test_e2e.py ran on the stand-in instead of it."""
     reasons = [r.longrepr[2] for r in terminalreporter.stats.get("skipped", [])
                if isinstance(r.longrepr, tuple) and str(r.longrepr[2]).startswith("Skipped: real control plane:")]
     if reasons:
-        terminalreporter.write_line(f"{len(reasons)} end-to-end tests on the real control plane NOT RUN: "
+        terminalreporter.write_line(f"{len(reasons)} tests on the real control plane NOT RUN: "
                                     f"{reasons[0].removeprefix('Skipped: real control plane: ')}", yellow=True, bold=True)
+    ran = any(getattr(r, "nodeid", "").startswith("tests/test_e2e.py::test_the_suites_give_the_scenarios_expected")
+              for reports in terminalreporter.stats.values() for r in reports if hasattr(r, "nodeid"))
+    if ran:
+        from tests.realplane_available import why_not
+
+        why = why_not()
+        api = os.environ.get("DGXSPARK_E2E_API") or ("real" if why is None else "standin")
+        if api == "standin":
+            terminalreporter.write_line("the bundled scenarios ran on the Python stand-in, NOT on the real control plane: "
+                                        f"{why or 'DGXSPARK_E2E_API=standin'}", yellow=True, bold=True)
 
 
 def alias_bomb(indent: str = "") -> str:

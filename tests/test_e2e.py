@@ -1,4 +1,9 @@
-"""End to end: the real suites against every bundled testbed scenario, checked against its expect block."""
+"""End to end: the real suites against every bundled testbed scenario, checked against its expect block.
+
+The bundled scenarios' workload API is the real control plane (kube-apiserver, etcd, kube-controller-manager,
+kube-scheduler, kwok: `--testbed-api real`) wherever it is built, else the Python stand-in, and the run's summary says
+so in one line; DGXSPARK_E2E_API=standin|real chooses. The other runs here (the faulted hosts, the healthy Spark's
+own tests) stay on the stand-in, `make demo`'s default, so both APIs are run end to end by every `make test`."""
 from __future__ import annotations
 
 import json
@@ -13,6 +18,7 @@ from typing import Any, Callable
 
 import pytest
 
+from tests import realplane_available
 from tests.conftest import REPO
 
 # slow: the suite against every bundled scenario's testbed (make test only; make test-fast deselects it)
@@ -20,6 +26,12 @@ pytestmark = [pytest.mark.slow, pytest.mark.skipif(
     not Path("/usr/sbin/sshd").exists(), reason="the testbed needs openssh-server (make test installs it)"
 )]
 
+
+# The bundled scenarios' API: the real control plane where it can start here (why not, else)
+REAL_WHY_NOT = realplane_available.why_not()
+E2E_API = os.environ.get("DGXSPARK_E2E_API") or ("real" if REAL_WHY_NOT is None else "standin")
+if E2E_API not in ("real", "standin"):
+    raise pytest.UsageError(f"DGXSPARK_E2E_API must be real or standin, got {E2E_API!r}")
 
 # Suite runs at once: each is a subprocess with its own testbed (own address slot, own TMPDIR) that mostly waits on
 # SSH and the simulated kubelet, so a 2-core CI machine runs 4 of them in about a third of the serial time.
@@ -128,7 +140,8 @@ def scenario_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
     wanted = selected(request, "test_the_suites_give_the_scenarios_expected_statuses_and_root_causes")
     if "test_every_judged_rule_is_a_root_cause_in_some_bundled_scenario_run" in selected(request):
         wanted = bundled_scenarios()  # the coverage test reads every scenario's run
-    runs = {name: (lambda _folder, name=name: ("--testbed", name, "--dgxspark-run-date", RUN_DATES.get(name, RUN_DATE)))
+    runs = {name: (lambda _folder, name=name: ("--testbed", name, "--testbed-api", E2E_API,
+                                               "--dgxspark-run-date", RUN_DATES.get(name, RUN_DATE)))
             for name in bundled_scenarios()}
     for test_name, (key, run) in FAULT_RUNS.items():  # runs of faulted scenarios, in the same pool, longest first
         if test_name in selected(request):
@@ -185,6 +198,8 @@ def test_the_suites_give_the_scenarios_expected_statuses_and_root_causes(scenari
     advised = sorted({e["id"] for e in doc["forecast"] if e["status"] == "advised"})
     assert advised == sorted(expect["forecast"]), f"{name}: forecast {doc['forecast']}"
     assert doc["run"]["simulated"] is True and doc["run"]["testbed"] == name
+    args = doc["run"]["pytest_args"]
+    assert args[args.index("--testbed-api") + 1] == E2E_API, "the run was not on the API test_e2e.py chose"
     # junit.xml (and the terminal, from the same report) says what results.json says of every test
     junit = junit_statuses(tmp_path / "reports" / "latest" / "junit.xml")
     from pytest_dgxspark.report.rows import rows
