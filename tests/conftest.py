@@ -28,7 +28,8 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     if reasons:
         terminalreporter.write_line(f"{len(reasons)} tests on the real control plane NOT RUN: "
                                     f"{reasons[0].removeprefix('Skipped: real control plane: ')}", yellow=True, bold=True)
-    ran = any(getattr(r, "nodeid", "").startswith("tests/test_e2e.py::test_the_suites_give_the_scenarios_expected")
+    ran = any(getattr(r, "nodeid", "").startswith(("tests/test_e2e.py::test_the_suites_give_the_scenarios_expected",
+                                                    "tests/test_e2e_other_half.py::test_the_suites_give"))
               for reports in terminalreporter.stats.values() for r in reports if hasattr(r, "nodeid"))
     if ran:
         from tests.realplane_available import why_not

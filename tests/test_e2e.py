@@ -134,19 +134,30 @@ def assert_torn_down(tmp_path: Path) -> None:
     assert locks == [], f"the testbed's address slot was not released: {locks}"
 
 
-@pytest.fixture(scope="module")
-def scenario_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """One suite run per selected bundled scenario, E2E_WORKERS at a time."""
+def bundled_half(half: int) -> list[str]:
+    """Every other bundled scenario: this file runs half 0, tests/test_e2e_other_half.py half 1, so that the two
+    pytest-xdist workers of `make test` (--dist loadfile: a file on one worker) each run a pool of them."""
+    return bundled_scenarios()[half::2]
+
+
+def bundled_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+                 extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One suite run per selected bundled scenario of the module, E2E_WORKERS at a time; `extra`: test name ->
+    (key, run) of more runs in the same pool (longest first), made when that test is selected."""
     wanted = selected(request, "test_the_suites_give_the_scenarios_expected_statuses_and_root_causes")
-    if "test_every_judged_rule_is_a_root_cause_in_some_bundled_scenario_run" in selected(request):
-        wanted = bundled_scenarios()  # the coverage test reads every scenario's run
     runs = {name: (lambda _folder, name=name: ("--testbed", name, "--testbed-api", E2E_API,
                                                "--dgxspark-run-date", RUN_DATES.get(name, RUN_DATE)))
             for name in bundled_scenarios()}
-    for test_name, (key, run) in FAULT_RUNS.items():  # runs of faulted scenarios, in the same pool, longest first
+    for test_name, (key, run) in (extra or {}).items():
         if test_name in selected(request):
             wanted, runs[key] = [key, *wanted], run
     return run_selected(tmp_path_factory, wanted, runs)
+
+
+@pytest.fixture(scope="module")
+def scenario_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """This file's half of the bundled scenarios and its faulted runs, in one pool."""
+    return bundled_runs(request, tmp_path_factory, FAULT_RUNS)
 
 
 EXIT_INCOMPLETE = 8
@@ -183,8 +194,13 @@ FAULT_RUNS = {
 }
 
 
-@pytest.mark.parametrize("name", bundled_scenarios())
+@pytest.mark.parametrize("name", bundled_half(0))
 def test_the_suites_give_the_scenarios_expected_statuses_and_root_causes(scenario_runs, name):
+    check_bundled(scenario_runs, name)
+
+
+def check_bundled(scenario_runs: dict[str, Any], name: str) -> None:
+    """The scenario's run gave its declared statuses, root causes and forecast, and every derived file agrees."""
     from pytest_dgxspark.testbed import scenario
 
     expect = scenario.load(name).expect
@@ -239,13 +255,15 @@ def junit_statuses(path: Path) -> dict[str, tuple[str | None, str | None]]:
     return found
 
 
-def test_every_judged_rule_is_a_root_cause_in_some_bundled_scenario_run(scenario_runs):
-    """Each of the 30 rules goes red on its own in some bundled scenario, as measured by running it (not only as its
-    expect says); an informational rule is judged (and so red somewhere) where a scenario's site declares what it
-    checks (judged_when: hardening-baseline in hardening-audit-policy-default)."""
+def test_every_judged_rule_is_a_root_cause_in_some_bundled_scenario():
+    """Each of the 30 rules goes red on its own in some bundled scenario: its expect names it as a root cause, and
+    check_bundled (both halves) proves each scenario's run names exactly its expected root causes; an informational
+    rule is judged (and so red somewhere) where a scenario's site declares what it checks (judged_when:
+    hardening-baseline in hardening-audit-policy-default)."""
     from pytest_dgxspark.catalog.rules import load_catalog
+    from pytest_dgxspark.testbed import scenario
 
-    causes = {rid for name in bundled_scenarios() for rid in result_of(scenario_runs, name)[2]["root_causes"]}
+    causes = {rid for name in bundled_scenarios() for rid in scenario.load(name).expect["root_causes"]}
     judged = [r.id for r in load_catalog().ordered() if r.kind != "informational" or r.judged_when]
     never = [rid for rid in judged if rid not in causes]
     assert never == [], f"rules that no bundled scenario's run names as a root cause: {', '.join(never)}"

@@ -151,6 +151,9 @@ def test_kwokrun_runs_the_isolation_probe_against_the_gpus_the_pod_holds(tmp_pat
     body = runner.log_body(_probe("one", "gpu-01", gpus=1), end, names)
     assert body["kind"] == "Logs" and body["metadata"] == {"name": "one", "namespace": "dgxspark-cuda-x"}
     assert Path(body["spec"]["logs"][0]["logsFile"]).read_text().count(" stdout F ") == len(end.log.splitlines())
+    again, _ = runner.decide(_probe("one", "gpu-01", gpus=1))  # not written yet (an API error): the same decision
+    assert again == end
+    runner.decided(_probe("one", "gpu-01", gpus=1))
     assert runner.decide(_probe("one", "gpu-01", gpus=1)) is None  # decided once
 
 

@@ -61,15 +61,19 @@ class Runner:
         node = spec.get("nodeName")
         if not node or key in self.scenario_pods or key in self.done:
             return None
-        held = Counter(u for k, (n, uuids) in self.allocated.items() if n == node for u in uuids)
         devices = self.devices.get(node) or {}
-        uuids = runtime.allocate(pod, devices, held)
-        self.allocated[key] = (node, uuids)
-        self.done.add(key)
-        end = runtime.ending(pod, self.arch.get(node, ""), self.workload, self.images, devices, uuids)
+        if key not in self.allocated:  # once: a decision tried again (an API error) keeps its GPUs
+            held = Counter(u for k, (n, uuids) in self.allocated.items() if n == node for u in uuids)
+            self.allocated[key] = (node, runtime.allocate(pod, devices, held))
+        end = runtime.ending(pod, self.arch.get(node, ""), self.workload, self.images, devices, self.allocated[key][1])
         if end is None or end.outcome == "running" or (md.get("annotations") or {}).get(EXIT_ANNOTATION) is not None:
+            self.done.add(key)
             return None
         return end, [c["name"] for c in spec.get("containers") or []]
+
+    def decided(self, pod: dict[str, Any]) -> None:
+        """The pod's log and exit code are written: it is not decided again."""
+        self.done.add(_key(pod))
 
     def forget(self, pod: dict[str, Any]) -> None:
         self.allocated.pop(_key(pod), None)
@@ -91,11 +95,9 @@ def _key(obj: dict[str, Any]) -> str:
 
 def serve(kubeconfig: Path, world_path: Path, logs_dir: Path) -> None:
     """Watch every pod until SIGTERM; decide each as it is bound."""
-    from kubernetes import client, config, watch
-    from kubernetes.client.rest import ApiException
+    from pytest_dgxspark.testbed.realapi import Api, ApiError
 
-    api_client = config.new_client_from_config(config_file=str(kubeconfig))
-    core, custom = client.CoreV1Api(api_client), client.CustomObjectsApi(api_client)
+    api = Api.from_kubeconfig(kubeconfig)
     runner = Runner(json.loads(world_path.read_text()), logs_dir)
     group, version, plural = LOGS_API
 
@@ -110,36 +112,33 @@ def serve(kubeconfig: Path, world_path: Path, logs_dir: Path) -> None:
         md = pod["metadata"]
         ns = md.get("namespace", "default")
         body = runner.log_body(pod, end, names)
-        try:
-            custom.create_namespaced_custom_object(group, version, ns, plural, body)
-        except ApiException as exc:
-            if exc.status != 409:
-                raise
-            custom.replace_namespaced_custom_object(group, version, ns, plural, md["name"], {
-                **body, "metadata": {**body["metadata"], "resourceVersion": custom.get_namespaced_custom_object(
-                    group, version, ns, plural, md["name"])["metadata"]["resourceVersion"]}})
-        try:
-            core.patch_namespaced_pod(md["name"], ns, {"metadata": {"annotations": {EXIT_ANNOTATION: str(end.exit_code)}}})
-        except ApiException as exc:
-            if exc.status != 404:  # deleted meanwhile
-                raise
+        logs = f"/apis/{group}/{version}/namespaces/{ns}/{plural}"
+        status, _ = api.request("POST", logs, body)
+        if status == 409:  # a pod of the same name before it: its log is replaced
+            current = api.call("GET", f"{logs}/{md['name']}")
+            api.call("PUT", f"{logs}/{md['name']}", {**body, "metadata": {
+                **body["metadata"], "resourceVersion": current["metadata"]["resourceVersion"]}})
+        elif status != 201:
+            raise ApiError("POST", logs, status, "the Logs object was refused")
+        api.call("PATCH", f"/api/v1/namespaces/{ns}/pods/{md['name']}",
+                 {"metadata": {"annotations": {EXIT_ANNOTATION: str(end.exit_code)}}},
+                 ok=(200, 404), content_type="application/merge-patch+json")  # 404: deleted meanwhile
+        runner.decided(pod)
         print(f"kwokrun: {ns}/{md['name']}: exit {end.exit_code} ({end.outcome}), {len(end.log.splitlines())} log lines",
               flush=True)
 
     while True:
         try:
-            listing = json.loads(core.list_pod_for_all_namespaces(_preload_content=False).data)
+            listing = api.call("GET", "/api/v1/pods")
             for pod in listing.get("items") or []:
                 handle(pod, "ADDED")
-            stream = watch.Watch().stream(core.list_pod_for_all_namespaces, resource_version=listing["metadata"]["resourceVersion"],
-                                          timeout_seconds=WATCH_S, deserialize=False)
-            for event in stream:
+            for event in api.watch("/api/v1/pods", listing["metadata"]["resourceVersion"], WATCH_S):
                 handle(event["object"], event["type"])
-        except ApiException as exc:  # 410 Gone: list again; anything else once more after a breath
+        except ApiError as exc:  # 410 Gone: list again; anything else once more after a breath
             if exc.status != 410:
-                print(f"kwokrun: API error {exc.status}: {exc.reason}", flush=True)
+                print(f"kwokrun: {exc}", flush=True)
                 time.sleep(0.5)
-        except Exception as exc:  # noqa: BLE001 - a dropped connection: watch again
+        except (OSError, ValueError) as exc:  # a dropped connection: watch again
             print(f"kwokrun: watch ended: {exc!r}", flush=True)
             time.sleep(0.5)
 

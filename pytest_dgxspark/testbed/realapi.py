@@ -7,6 +7,7 @@ import http.client
 import json
 import ssl
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -90,3 +91,24 @@ class Api:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+    def watch(self, path: str, resource_version: str, timeout_s: int) -> Iterator[dict[str, Any]]:
+        """The events of `path`?watch=1 from `resource_version` (a connection of its own, ended by the server after
+        timeout_s); ApiError for a refused watch or an ERROR event (410 Gone: list again)."""
+        conn = http.client.HTTPSConnection(self.host, self.port, context=self.context, timeout=timeout_s + 30)
+        try:
+            conn.request("GET", f"{path}?watch=1&resourceVersion={resource_version}&timeoutSeconds={timeout_s}",
+                         headers={"Accept": "application/json"})
+            resp = conn.getresponse()
+            if resp.status != 200:
+                raise ApiError("GET", path, resp.status, resp.read().decode(errors="replace")[:500])
+            for line in resp:  # one JSON event per line (chunked)
+                if not line.strip():
+                    continue
+                event = json.loads(line)
+                if event.get("type") == "ERROR":
+                    obj = event.get("object") or {}
+                    raise ApiError("GET", path, int(obj.get("code") or 500), str(obj.get("message")))
+                yield event
+        finally:
+            conn.close()
