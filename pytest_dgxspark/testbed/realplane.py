@@ -1,5 +1,6 @@
 """The real control plane under a testbed: etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok,
-built from the Kubernetes projects' own code (controlplane/build.sh), running in a network namespace of their own."""
+built from the Kubernetes projects' own code (controlplane/build.sh), running in a network namespace of their own,
+with kwokrun.py beside kwok (what the containers of its nodes print and how they exit)."""
 
 from __future__ import annotations
 
