@@ -15,7 +15,6 @@ from typing import Any
 
 import yaml
 
-from pytest_dgxspark.site.model import DEFAULT_CUDA_SAMPLE_IMAGE
 from pytest_dgxspark.testbed import netns, objects, pki, realplane
 from pytest_dgxspark.testbed import scenario as scenarios
 from pytest_dgxspark.testbed.node import host_metadata
@@ -225,8 +224,7 @@ class Testbed:
                 try:
                     realplane.bring_up(self.directory, links["controlplane"].netns, workload_ip, server_name,
                                        self.scenario.name, world, ca,
-                                       {token: ("testbed:token", "system:masters")}, site_vars.get("cuda_sample_image") or DEFAULT_CUDA_SAMPLE_IMAGE,
-                                       faults=spec.get("faults") or None, on_pid=record)
+                                       {token: ("testbed:token", "system:masters")}, faults=spec.get("faults") or None, on_pid=record)
                 except Exception as exc:  # noqa: BLE001 - the message names the part that failed
                     raise TestbedError(f"testbed {self.scenario.name}: the real control plane did not come up: {exc}") from exc
                 continue

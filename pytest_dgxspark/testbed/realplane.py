@@ -276,7 +276,7 @@ def stop(pids: list[int], directory: Path, problems: list[str]) -> None:
 
 
 def bring_up(directory: Path, netns: str, address: str, server_name: str, scenario: str, world: Any, ca: pki.Pair,
-             tokens: dict[str, tuple[str, str]], cuda_image: str | None, faults: dict[str, Any] | None = None,
+             tokens: dict[str, tuple[str, str]], faults: dict[str, Any] | None = None,
              on_pid: Any = None) -> ControlPlane:
     """The whole real plane for one cluster: files, etcd and kube-apiserver (ready), the world written through the
     API, then the controller manager, the scheduler and kwok; returns once the controller manager acts. With
@@ -292,7 +292,7 @@ def bring_up(directory: Path, netns: str, address: str, server_name: str, scenar
     try:
         realworld.write(api, world, scenario)
         realworld.write_logs(api, world, directory)
-        config = realworld.kwok_config(world, directory, cuda_image)
+        config = realworld.kwok_config(world, directory)
         start_controllers(plane, config, on_pid=on_pid)
         realworld.wait_controller_manager(api)
     finally:

@@ -322,9 +322,9 @@ def _ending_stages(run_ms: int) -> list[dict[str, Any]]:
     return stages
 
 
-def kwok_config(world: World, directory: Path, cuda_image: str | None) -> Path:
+def kwok_config(world: World, directory: Path) -> Path:
     """directory/controlplane/kwok.yaml: the pod stages the scenario's workload settings call for and, for a pod created
-    later that kwokrun.py gave no log of its own, the log its image prints (the scenario's pods' logs: log_objects)."""
+    later that kwokrun.py gave no log of its own, an empty one (the scenario's pods' logs: log_objects)."""
     workload = world.settings.get("workload") or {}
     known = workload.get("images") or {}
     logs_dir = directory / "controlplane" / "logs"
@@ -353,10 +353,9 @@ def kwok_config(world: World, directory: Path, cuda_image: str | None) -> Path:
                           "next": {"statusTemplate": "{}"}}})
     docs.append(_stage("pod-delete", [_expr(".metadata.deletionTimestamp", "Exists"), _expr(".metadata.finalizers", "DoesNotExist")],
                        None, delete=True, delay_ms=200))
-    later = gpu_failure.get("log") if gpu_failure else workload.get("log")
-    if later is None and cuda_image:
-        later = (known.get(catalogue.normalize(cuda_image)) or {}).get("log", "")
-    (logs_dir / "later.log").write_text(_cri_log(later or ""))
+    # a pod kwokrun.py gave no log (not started yet, never started, running until deleted) shows none, as the
+    # stand-in's kubelet serves it; kwokrun.py's Logs object names each container's log once it is decided
+    (logs_dir / "later.log").write_text("")
     docs.append({"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "ClusterLogs", "metadata": {"name": "later"},
                  "spec": {"logs": [{"logsFile": str(logs_dir / "later.log"), "previousLogsFile": str(logs_dir / "later.log")}]}})
     path = directory / "controlplane" / "kwok.yaml"
