@@ -118,7 +118,7 @@ class Kubelet:
                    "default-scheduler")
         node = self.store.get("/nodes", "", node_name) or {}
         ip = next((a["address"] for a in (node.get("status") or {}).get("addresses") or [] if a["type"] == "InternalIP"), "")
-        failure = runtime.failure_of(self.workload, pod)
+        failure = runtime.failure_of(self.workload, gpu_request(pod) > 0)
         key = f"{md.get('namespace', 'default')}/{md['name']}"
         base = {"hostIP": ip, "hostIPs": [{"ip": ip}], "startTime": ts(created), "qosClass": "BestEffort"}
         mains = spec["containers"]

@@ -10,9 +10,8 @@ from typing import Any
 
 import yaml
 
-from pytest_dgxspark.testbed import bootstrap, crdschemas, resources
+from pytest_dgxspark.testbed import bootstrap, crdschemas, resources, runtime
 from pytest_dgxspark.testbed import images as catalogue
-from pytest_dgxspark.testbed import logs as texts
 from pytest_dgxspark.testbed.kwokrun import EXIT_ANNOTATION
 from pytest_dgxspark.testbed.kwokrun import cri_log as _cri_log
 from pytest_dgxspark.testbed.realapi import Api, ApiError
@@ -333,8 +332,8 @@ def kwok_config(world: World, directory: Path) -> Path:
     step_ms = int(float(workload.get("step_s", 0.15)) * 1000)
     run_ms = int(float(workload.get("run_s", workload.get("step_s", 0.15) * 2)) * 1000)
     aliases = sorted({a for ref in known for a in _aliases(ref)})
-    gpu_failure = texts.FAILURES.get(workload.get("failure") or "", {}) if workload.get("outcome", "succeeded") == "failed" else {}
-    for tag, group, failure in (("gpu", [_expr(GPU_KEY, "Exists")], gpu_failure), ("cpu", [_expr(GPU_KEY, "DoesNotExist")], {})):
+    for tag, group, failure in (("gpu", [_expr(GPU_KEY, "Exists")], runtime.failure_of(workload, True)),
+                                ("cpu", [_expr(GPU_KEY, "DoesNotExist")], runtime.failure_of(workload, False))):
         image_ok = [_expr(".spec.containers.[0].image", "In", aliases)] if aliases else []
         for stage in _lifecycle(tag, group + image_ok, failure):
             stage["spec"]["delay"]["durationMilliseconds"] = max(stage["spec"]["delay"]["durationMilliseconds"], step_ms)

@@ -44,9 +44,9 @@ def gpu_request(pod: dict[str, Any]) -> int:
     return max(sum(one(c) for c in spec.get("containers") or []), max((one(c) for c in spec.get("initContainers") or []), default=0))
 
 
-def failure_of(workload: dict[str, Any], pod: dict[str, Any]) -> dict[str, Any]:
-    """The scenario's failure for this kind of pod (with a GPU: `outcome`, without: `cpu_outcome`), {} when none."""
-    outcome = workload.get("outcome", "succeeded") if gpu_request(pod) else workload.get("cpu_outcome", "running")
+def failure_of(workload: dict[str, Any], gpu: bool) -> dict[str, Any]:
+    """The scenario's failure for a pod with a GPU (`outcome`) or without (`cpu_outcome`), {} when none."""
+    outcome = workload.get("outcome", "succeeded") if gpu else workload.get("cpu_outcome", "running")
     return dict(texts.FAILURES.get(workload.get("failure") or "", {})) if outcome == "failed" else {}
 
 
@@ -68,7 +68,7 @@ def ending(pod: dict[str, Any], arch: str, workload: dict[str, Any], images: dic
     mains = spec.get("containers") or []
     gpu = gpu_request(pod) > 0
     outcome = workload.get("outcome", "succeeded") if gpu else workload.get("cpu_outcome", "running")
-    failure = failure_of(workload, pod)
+    failure = failure_of(workload, gpu)
     if failure.get("reason") == "UnexpectedAdmissionError" or failure.get("event") == "FailedCreatePodSandBox":
         return None
     entries = [images.get(catalogue.normalize(c.get("image", ""))) for c in mains]
