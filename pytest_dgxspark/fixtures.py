@@ -321,7 +321,8 @@ def targets(pytestconfig: pytest.Config, request: pytest.FixtureRequest) -> Targ
         directory = Path(tempfile.mkdtemp(prefix=DIR_PREFIX))
         claim(directory, run_info(pytestconfig).id, str(tgt.testbed_ref))  # a later run stops it if this one is killed
         plan = _state(pytestconfig).plan
-        testbed = Testbed(tgt.testbed_ref, directory, site=tgt.site, api=plan.testbed_api if plan else "standin")
+        testbed = Testbed(tgt.testbed_ref, directory, site=tgt.site, api=plan.testbed_api if plan else "standin",
+                          plane=plan.testbed_plane if plan else None)
 
         def stop() -> None:
             try:

@@ -65,6 +65,7 @@ class RunPlan:
     site_digest: str | None = None  # governance.site_digest of the site: a waiver applies to this site only
     notes: tuple[str, ...] = ()  # what would stop a run, shown by --dgxspark-plan (a run raises them as usage errors)
     testbed_api: str = "standin"  # --testbed-api: the testbed's workload API (standin | real)
+    testbed_plane: Path | None = None  # --testbed-plane: a kept real control plane the testbed attaches to
 
     def __repr__(self) -> str:
         return (f"RunPlan(site={self.site.name!r} ({self.site_source}), testbed={self.testbed_ref!r}, "
@@ -319,6 +320,23 @@ def _testbed_api(config: pytest.Config, testbed_ref: str | None, problems: list[
     return api
 
 
+def _testbed_plane(config: pytest.Config, testbed_api: str, problems: list[str]) -> Path | None:
+    """--testbed-plane DIR: only with --testbed-api real, and a kept plane must be up in DIR (checked before any start)."""
+    given = config.getoption("dgxspark_testbed_plane", None)
+    if given is None:
+        return None
+    if testbed_api != "real":
+        problems.append(f"--testbed-plane {given} needs --testbed-api real (a kept plane is a real control plane)")
+        return None
+    from pytest_dgxspark.testbed import KeptPlaneError, load_kept_plane
+
+    try:
+        return load_kept_plane(Path(given)).directory
+    except KeptPlaneError as exc:
+        problems.append(f"--testbed-plane: {exc}")
+        return None
+
+
 def _redacted_note(check: ManualCheck, root: Path) -> ManualCheck:
     """A manual check whose free-text note went through the redaction layer (tokens by shape, URL credentials), the
     values it removed remembered for the bundle scan: the note reaches results.json, the summary and the PDF."""
@@ -347,6 +365,7 @@ def resolve(config: pytest.Config, catalog: Catalog, planning: bool = False) -> 
                             f"drop {' and '.join(clash)} (or drop --testbed to check a real site)")
     _testinfra_refused(config, problems)
     testbed_api = _testbed_api(config, testbed_ref, problems)
+    testbed_plane = _testbed_plane(config, testbed_api, problems)
     cuda = _seconds(config, "dgxspark_cuda_timeout", DEFAULT_CUDA_TIMEOUT_S, problems)
     smi = _seconds(config, "dgxspark_smi_timeout", DEFAULT_SMI_TIMEOUT_S, problems)
     command = _seconds(config, "dgxspark_command_timeout", DEFAULT_COMMAND_TIMEOUT_S, problems)
@@ -402,7 +421,7 @@ def resolve(config: pytest.Config, catalog: Catalog, planning: bool = False) -> 
         baseline_force=force, waivers=waivers, manual_checks=tuple(manual),
         operator=config.getoption("dgxspark_operator", None), lang=config.getoption("dgxspark_lang", None) or "both",
         sign_key=sign_key, baseline=baseline, command_timeout_s=command, deadline_s=deadline, notes=tuple(notes),
-        site_digest=site_digest(site.root), testbed_api=testbed_api,
+        site_digest=site_digest(site.root), testbed_api=testbed_api, testbed_plane=testbed_plane,
     )
 
 

@@ -58,6 +58,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--testbed-api", dest="dgxspark_testbed_api", choices=("standin", "real"), default=None,
                     help="the testbed's workload API: the Python stand-in (default) or the real control plane "
                          "(kube-apiserver, etcd, kube-scheduler, kwok; `make controlplane` builds it)")
+    group.addoption("--testbed-plane", dest="dgxspark_testbed_plane", metavar="DIR", default=None,
+                    help="with --testbed-api real: attach the testbed to the kept control plane in DIR (`dgxspark-testbed "
+                         "plane up --dir DIR` starts one) instead of starting a plane of its own; one testbed at a time")
     group.addoption("--report-dir", dest="dgxspark_report_dir", metavar="DIR",
                     help="where each run writes <run-id>/ and the `latest` link (default: reports/)")
     group.addoption("--dgxspark-plan", action="store_true", dest="dgxspark_plan",

@@ -35,7 +35,7 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         from tests.realplane_available import why_not
 
         why = why_not()
-        if os.environ.get("DGXSPARK_E2E_API") == "real" and why is not None:
+        if (os.environ.get("DGXSPARK_E2E_API") or "real") == "real" and why is not None:
             terminalreporter.write_line("the bundled scenarios ran on the Python stand-in, NOT on the real control plane: "
                                         f"{why}", yellow=True, bold=True)
 

@@ -1,11 +1,11 @@
 """End to end: the real suites against every bundled testbed scenario, checked against its expect block.
 
-The bundled scenarios' workload API is DGXSPARK_E2E_API's: the Python stand-in (`make demo`'s default) unless it says
-`real`, the real control plane (kube-apiserver, etcd, kube-controller-manager, kube-scheduler, kwok: `--testbed-api
-real`), which `make test-realplane` sets (where the real plane is not built there, the summary says in one line that
-they ran on the stand-in). `make test` runs them on the stand-in, and a quick set on the real plane
-(tests/test_e2e_realplane.py): all of them on both would take it past its 15 minutes (measured: 1039-1074 s).
-The other runs here (the faulted hosts, the healthy Spark's own tests) stay on the stand-in."""
+The bundled scenarios' workload API is DGXSPARK_E2E_API's: the real control plane (kube-apiserver, etcd,
+kube-controller-manager, kube-scheduler, kwok: `--testbed-api real`) by default, each run attached to a kept plane
+(testbed/keptplane.py: one per concurrent run, wiped back to its start by each attach; a scenario with API faults
+brings up one of its own behind the fault proxy); where the real plane is not built, the Python stand-in, and the
+summary says so in one line. DGXSPARK_E2E_API=standin (`make test-standin`, which .ci/run runs) runs them on the
+stand-in. The other runs here (the faulted hosts, the healthy Spark's own tests) stay on the stand-in."""
 from __future__ import annotations
 
 import json
@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -29,9 +30,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.skipif(
 )]
 
 
-# The bundled scenarios' API: the real control plane where it can start here (why not, else)
+# The bundled scenarios' API: the real control plane where it can start here (why not, else), unless
+# DGXSPARK_E2E_API=standin (make test-standin) asks for the Python stand-in
 REAL_WHY_NOT = realplane_available.why_not()
-E2E_API = os.environ.get("DGXSPARK_E2E_API") or "standin"
+E2E_API = os.environ.get("DGXSPARK_E2E_API") or "real"
 if E2E_API == "real" and REAL_WHY_NOT is not None:
     E2E_API = "standin"  # said in the summary (tests/conftest.py)
 if E2E_API not in ("real", "standin"):
@@ -51,28 +53,95 @@ RUN_DATES = {"heterogeneous": "2026-12-02", "nvidia-default-runtime-multi-gpu": 
 
 
 def run_selected(tmp_path_factory: pytest.TempPathFactory, wanted: list[str],
-                 runs: dict[str, Callable[[Path], tuple[str, ...]]]) -> dict[str, Any]:
+                 runs: dict[str, Callable[[Path], tuple[str, ...]]], kept: set[str] = frozenset()) -> dict[str, Any]:
     """Run the suite for every wanted key at once (E2E_WORKERS in parallel).
 
     `runs` maps a key to a function that, given the run's own folder, writes what the run needs there and returns
-    the suite arguments. Returns key -> (folder, proc, results) or the exception of that run, so that each test
-    reports its own run.
+    the suite arguments. The runs of the keys in `kept` attach to a kept real control plane (Planes: one per concurrent
+    run, started once, wiped by each attach) with --testbed-plane. Returns key -> (folder, proc, results) or the
+    exception of that run, so that each test reports its own run.
     """
     # short folder names: the run's TMPDIR holds SSH ControlMaster sockets (unix socket paths have 108 bytes)
     folders = {key: tmp_path_factory.mktemp("run") for key in dict.fromkeys(wanted) if key in runs}
+    planes = Planes(tmp_path_factory) if kept & set(folders) else None
+
+    def run(key: str) -> tuple[subprocess.CompletedProcess, dict]:
+        args = runs[key](folders[key])
+        if planes is None or key not in kept:
+            return run_suite(folders[key], *args)
+        plane = planes.borrow()
+        try:
+            return run_suite(folders[key], *args, "--testbed-plane", str(plane))
+        finally:
+            planes.give_back(plane)
 
     def one(key: str) -> Any:
         try:
-            found = folders[key], *run_suite(folders[key], *runs[key](folders[key]))
+            found = folders[key], *run(key)
             if _bring_up_failed(found[2]):  # the testbed did not start (a loaded machine): once more, in a new folder
                 folders[key] = tmp_path_factory.mktemp("run")
-                found = folders[key], *run_suite(folders[key], *runs[key](folders[key]))
+                found = folders[key], *run(key)
             return found
         except BaseException as error:  # noqa: BLE001 - handed to the test of that run
             return error
 
-    with ThreadPoolExecutor(max_workers=max(1, E2E_WORKERS)) as pool:
-        return dict(zip(folders, pool.map(one, folders)))
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, E2E_WORKERS)) as pool:
+            return dict(zip(folders, pool.map(one, folders)))
+    finally:
+        if planes is not None:
+            planes.stop()
+
+
+class Planes:
+    """Kept real control planes (testbed/keptplane.py) lent to a pool's runs: one per concurrent run, started when
+    none is free, handed back after the run (a plane whose processes died is stopped instead, and a new one started
+    when needed); each attach wipes it back to its start, so a run finds what a plane of its own would hold."""
+
+    def __init__(self, tmp_path_factory: pytest.TempPathFactory) -> None:
+        self.root = tmp_path_factory.mktemp("planes")
+        self.free: list[Path] = []
+        self.started: list[Path] = []
+        self.lock = threading.Lock()
+
+    def borrow(self) -> Path:
+        from pytest_dgxspark.testbed import keptplane
+
+        with self.lock:
+            if self.free:
+                return self.free.pop()
+            directory = self.root / f"p{len(self.started)}"
+            self.started.append(directory)
+        keptplane.start(directory)
+        return directory
+
+    def give_back(self, directory: Path) -> None:
+        from pytest_dgxspark.testbed import keptplane
+
+        try:
+            keptplane.load(directory)
+        except keptplane.KeptPlaneError:
+            keptplane.stop(directory)
+            return
+        with self.lock:
+            self.free.append(directory)
+
+    def stop(self) -> None:
+        from pytest_dgxspark.testbed import keptplane
+
+        for directory in self.started:
+            keptplane.stop(directory)
+
+
+def kept_plane_runs(names: list[str]) -> set[str]:
+    """The bundled scenarios that attach to a kept plane when E2E_API is real: all but those whose cluster.faults need
+    the fault proxy in front of a plane of their own, and those whose API does not answer (no plane at all)."""
+    from pytest_dgxspark.testbed import scenario
+
+    if E2E_API != "real":
+        return set()
+    return {name for name in names if not scenario.load(name).cluster.get("faults")
+            and not scenario.load(name).cluster.get("unreachable")}
 
 
 def _bring_up_failed(doc: dict[str, Any]) -> bool:
@@ -152,10 +221,11 @@ def bundled_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
     runs = {name: (lambda _folder, name=name: ("--testbed", name, "--testbed-api", E2E_API,
                                                "--dgxspark-run-date", RUN_DATES.get(name, RUN_DATE)))
             for name in bundled_scenarios()}
+    kept = kept_plane_runs(wanted)
     for test_name, (key, run) in (extra or {}).items():
         if test_name in selected(request):
             wanted, runs[key] = [key, *wanted], run
-    return run_selected(tmp_path_factory, wanted, runs)
+    return run_selected(tmp_path_factory, wanted, runs, kept)
 
 
 @pytest.fixture(scope="module")

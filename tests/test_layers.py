@@ -134,3 +134,17 @@ def test_the_guard_itself_sees_an_import_against_the_order(tmp_path):
     hidden.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pytest_dgxspark.plan import RunPlan\n"
                       "def f():\n    from pytest_dgxspark.plan import resolve\n")
     assert imports_of(hidden, set(modules())) == [("pytest_dgxspark.plan", 5)]
+
+
+def test_the_testbed_door_opens_each_name_when_asked_and_a_testbed_process_imports_only_its_module():
+    import subprocess
+    import sys
+
+    import pytest_dgxspark.testbed as door
+
+    assert sorted(door.__all__) == sorted(door._DOOR)
+    assert all(getattr(door, name) is not None for name in door.__all__)
+    code = ("import sys, pytest_dgxspark.testbed.kwokrun; "
+            "print(sorted(m for m in sys.modules if m.startswith('pytest_dgxspark.testbed.')))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "orchestrator" not in loaded and "keptplane" not in loaded and "kwokrun" in loaded

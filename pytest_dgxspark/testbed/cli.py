@@ -1,4 +1,4 @@
-"""`dgxspark-testbed up|down|list`: start, stop and list simulated DGX Spark testbeds."""
+"""`dgxspark-testbed up|down|list|plane`: start, stop and list simulated DGX Spark testbeds, and kept control planes."""
 
 from __future__ import annotations
 
@@ -20,9 +20,15 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--api", choices=("standin", "real"), default="standin",
                     help="the workload cluster's API: the Python stand-in (default) or the real control plane "
                          "(kube-apiserver, etcd, kube-scheduler, kwok; built by `make controlplane`)")
+    up.add_argument("--plane", type=Path, default=None,
+                    help="with --api real: attach to the kept control plane in this directory (`plane up`) instead of "
+                         "starting one; `down` frees it for the next testbed")
     down = sub.add_parser("down", help="stop everything the testbed in DIR started (idempotent)")
     down.add_argument("--dir", required=True, type=Path)
     sub.add_parser("list", help="name the bundled scenarios with their one-line description")
+    plane = sub.add_parser("plane", help="a real control plane kept across testbeds (keptplane.py): up or down")
+    plane.add_argument("action", choices=("up", "down"))
+    plane.add_argument("--dir", required=True, type=Path, help="the kept plane's directory")
     return parser
 
 
@@ -34,6 +40,25 @@ def main(argv: list[str] | None = None) -> int:
         for name, description in found:
             print(f"{name.ljust(width)}  {description}")
         return 0
+    if args.command == "plane":
+        from pytest_dgxspark.testbed import keptplane
+
+        if args.action == "down":
+            problems = keptplane.stop(args.dir)
+            for problem in problems:
+                print(f"dgxspark-testbed plane down: {problem}", file=sys.stderr)
+            print(f"kept control plane in {args.dir.resolve()} is down")
+            return 1 if problems else 0
+        try:
+            kept = keptplane.start(args.dir)
+        except (keptplane.KeptPlaneError, keptplane.realplane.RealPlaneError) as exc:
+            print(f"dgxspark-testbed plane up: {exc}", file=sys.stderr)
+            return 2
+        print(f"kept control plane is up in {kept.directory} (https://{kept.address}:6443)")
+        print(f"  use with:   dgxspark-testbed up SCENARIO --api real --plane {kept.directory}, or pytest suites "
+              f"--testbed SCENARIO --testbed-api real --testbed-plane {kept.directory}")
+        print(f"  stop with:  dgxspark-testbed plane down --dir {kept.directory}")
+        return 0
     if args.command == "down":
         problems = teardown(args.dir)
         for problem in problems:
@@ -41,7 +66,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"testbed in {args.dir.resolve()} is down")
         return 1 if problems else 0
     try:
-        testbed = Testbed(args.scenario, args.dir, args.site, api=args.api).up()
+        if args.plane is not None and args.api != "real":
+            print("dgxspark-testbed up: --plane needs --api real (a kept plane is a real control plane)", file=sys.stderr)
+            return 2
+        testbed = Testbed(args.scenario, args.dir, args.site, api=args.api, plane=args.plane).up()
     except (TestbedError, scenarios.ScenarioError) as exc:
         print(f"dgxspark-testbed up: {exc}", file=sys.stderr)
         return 2

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from pytest_dgxspark.testbed import netns, objects, pki, realplane
+from pytest_dgxspark.testbed import keptplane, netns, objects, pki, realplane
 from pytest_dgxspark.testbed import scenario as scenarios
 from pytest_dgxspark.testbed.node import host_metadata
 from pytest_dgxspark.testbed.sshkeys import write_keypair
@@ -101,10 +101,13 @@ class Testbed:
     __test__ = False  # not a pytest test class
 
     def __init__(self, scenario: str | Path, directory: Path | str, site: Any = None, *, api: str = "standin",
-                 _without_hosts: bool = False) -> None:
+                 plane: Path | str | None = None, _without_hosts: bool = False) -> None:
         if api not in APIS:
             raise TestbedError(f"api must be one of {', '.join(APIS)}, got {api!r}")
+        if plane is not None and api != "real":
+            raise TestbedError(f"a kept control plane ({plane}) serves only api='real', got {api!r}")
         self.api = api
+        self.plane = Path(plane).resolve() if plane is not None else None  # a kept plane to attach to (keptplane.py)
         self.directory = Path(directory).resolve()
         self.scenario = scenarios.load(scenario)
         # a run passes its loaded, validated Site (the plan decided which); the CLI passes a path or nothing
@@ -116,6 +119,7 @@ class Testbed:
         self.ssh_config = self.directory / "ssh_config"
         self.contexts: dict[str, str] = {}
         self._without_hosts = _without_hosts  # internal: unit tests of the cluster side only
+        self._attached: tuple[Path, int] | None = None  # (kept plane, its audit log's size when this testbed took it)
         self._downing = False
 
     # --- lifecycle -------------------------------------------------------------------------------------------
@@ -157,12 +161,19 @@ class Testbed:
         mgmt = self.scenario.management
         with_mgmt = bool(mgmt.get("enabled", False))
         real = self.api == "real"
+        kept = None
         if real:
             try:
                 realplane.binaries()  # says what is missing before anything starts
-            except realplane.RealPlaneError as exc:
+                kept = keptplane.load(self.plane) if self.plane is not None else None
+            except (realplane.RealPlaneError, keptplane.KeptPlaneError) as exc:
                 raise TestbedError(f"testbed {self.scenario.name} --api real: {exc}") from exc
-        planned = names + (["argocd-mgmt"] if with_mgmt else []) + (["controlplane"] if real else [])
+            if self.scenario.cluster.get("unreachable"):
+                kept = None  # nothing answers the workload API: the kept plane is not taken
+            if kept is not None and self.scenario.cluster.get("faults"):
+                raise TestbedError(f"testbed {self.scenario.name}: its cluster.faults need a control plane of its own (the "
+                                   f"fault proxy holds the API port); run it without the kept plane {kept.directory}")
+        planned = names + (["argocd-mgmt"] if with_mgmt else []) + (["controlplane"] if real and kept is None else [])
         for index, name in enumerate(planned, start=1):
             ns_name, ifname = netns.names_for(slot, index)
             host_ip, node_ip, prefix = netns.node_addresses(slot, index)
@@ -188,8 +199,13 @@ class Testbed:
         pki_dir = self.directory / "pki"
         pki_dir.mkdir(mode=0o700, exist_ok=True)
         entries = []
-        workload_ip = links["controlplane" if real else server_name].node_ip
-        ca, token = self._cluster_pki(pki_dir, "workload", workload_ip, server_name)
+        workload_ip = kept.address if kept is not None else links["controlplane" if real else server_name].node_ip
+        if kept is not None:  # the kept plane's CA signs this testbed's admin certificate; its token is the plane's
+            ca, token = kept.ca, kept.token
+            pki.write_private(pki_dir / "workload-ca.crt", ca.cert)
+            pki.write_private(pki_dir / "workload-ca.key", ca.key)
+        else:
+            ca, token = self._cluster_pki(pki_dir, "workload", workload_ip, server_name)
         # the admin client certificate RKE2 issued with the server's own (rke2.yaml): it ends when they do
         server_host = (self.scenario.nodes[server_name] or {}).get("host") or {}
         client = self._client(pki_dir, "workload", float(server_host.get("rke2_cert_days_left", 365)))
@@ -222,9 +238,16 @@ class Testbed:
                     _write_state(self.directory, state)
 
                 try:
-                    realplane.bring_up(self.directory, links["controlplane"].netns, workload_ip, server_name,
-                                       self.scenario.name, world, ca,
-                                       {token: ("testbed:token", "system:masters")}, faults=spec.get("faults") or None, on_pid=record)
+                    if kept is not None:
+                        state["plane"] = {"dir": str(kept.directory),
+                                          "audit_offset": kept.audit_log.stat().st_size if kept.audit_log.exists() else 0}
+                        _write_state(self.directory, state)
+                        self._attached = (kept.directory, int(state["plane"]["audit_offset"]))
+                        keptplane.attach(kept, self.directory, self.scenario.name, world, node_ips, on_pid=record)
+                    else:
+                        realplane.bring_up(self.directory, links["controlplane"].netns, workload_ip, server_name,
+                                           self.scenario.name, world, ca, {token: ("testbed:token", "system:masters")},
+                                           faults=spec.get("faults") or None, on_pid=record)
                 except Exception as exc:  # noqa: BLE001 - the message names the part that failed
                     raise TestbedError(f"testbed {self.scenario.name}: the real control plane did not come up: {exc}") from exc
                 continue
@@ -332,6 +355,8 @@ class Testbed:
         """Every API request recorded so far (DIR/requests.jsonl); on the real control plane, the workload requests of
         the suite's identity (system:admin) in its audit log, in the same shape (cluster, method, path, query, status)."""
         if self.api == "real":
+            if self._attached is not None:  # from where this testbed's attach began in the kept plane's log
+                return keptplane.audited_since(self._attached[0], self._attached[1], "system:admin")
             return realplane.audited_requests(self.directory / "audit.log", "system:admin")
         path = self.directory / "requests.jsonl"
         if not path.is_file():
@@ -345,6 +370,8 @@ def teardown(directory: Path) -> list[str]:
     state = _read_state(directory)
     problems: list[str] = []
     realplane.stop(state.get("cp_pids", []), directory, problems)
+    if state.get("plane"):
+        keptplane.detach(Path(state["plane"]["dir"]), directory, problems)
     for pid in state.get("pids", []):
         _stop(pid, problems)
     if state.get("hosts"):

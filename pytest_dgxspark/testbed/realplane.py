@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -26,6 +27,7 @@ DIRECT_PORT = 6444  # the API server's own port when the fault proxy holds API_P
 KUBELET_PORT = 10250  # what the scenario's Nodes name as daemonEndpoints.kubeletEndpoint; kwok serves logs there
 SERVICE_CIDR = "10.43.0.0/16"  # RKE2's default service range
 READY_TIMEOUT_S = 90.0
+STOP_GRACE_S = 1.0  # stop(): SIGTERM, then SIGKILL what is left after this
 # the controllers a kubelet-less cluster needs: namespaces go away, service accounts and their tokens exist, and the
 # node lifecycle controller takes off the not-ready taint the NodeTaint admission puts on every new Node once it is Ready
 # (no taint-eviction controller: nothing is evicted)
@@ -144,10 +146,12 @@ def _spawn(directory: Path, netns: str, name: str, argv: list[str]) -> subproces
 
 
 def start(directory: Path, netns: str, address: str, node_ips: dict[str, str], *, port: int = API_PORT,
-          on_pid: Any = None) -> ControlPlane:
-    """etcd, then kube-apiserver; waits on /readyz. `on_pid(pid)` records each process as soon as it exists."""
+          on_pid: Any = None, etcd_urls: tuple[str, ...] = ()) -> ControlPlane:
+    """etcd, then kube-apiserver; waits on /readyz. `on_pid(pid)` records each process as soon as it exists;
+    `etcd_urls`: more client URLs etcd listens on (a kept plane's, for its wipe: keptplane.py)."""
     bins = binaries()
     cp = directory / "controlplane"
+    shutil.rmtree(cp / "etcd", ignore_errors=True)  # a plane starts empty: a directory used before keeps its old data
     plane = ControlPlane(directory, netns, address, dict(node_ips), [], port)
 
     def spawn(name: str, argv: list[str]) -> subprocess.Popen[bytes]:
@@ -158,7 +162,7 @@ def start(directory: Path, netns: str, address: str, node_ips: dict[str, str], *
         return proc
 
     etcd = spawn("etcd", [str(bins["etcd"]), "--name", "testbed", "--data-dir", str(cp / "etcd"),
-                          "--listen-client-urls", "http://127.0.0.1:2379", "--advertise-client-urls", "http://127.0.0.1:2379",
+                          "--listen-client-urls", ",".join(("http://127.0.0.1:2379", *etcd_urls)), "--advertise-client-urls", "http://127.0.0.1:2379",
                           "--listen-peer-urls", "http://127.0.0.1:2380", "--initial-advertise-peer-urls", "http://127.0.0.1:2380",
                           "--initial-cluster", "testbed=http://127.0.0.1:2380", "--unsafe-no-fsync", "--log-level", "warn"])
     api = spawn("kube-apiserver", [
@@ -183,9 +187,9 @@ def start(directory: Path, netns: str, address: str, node_ips: dict[str, str], *
     return plane
 
 
-def start_controllers(plane: ControlPlane, kwok_config: Path, *, on_pid: Any = None) -> None:
-    """kube-controller-manager, kube-scheduler and kwok (after the world is written: kwok then finds every scenario pod
-    already in its state, and its stages move only the pods created later)."""
+def start_controllers(plane: ControlPlane, kwok_config: Path | None, *, on_pid: Any = None) -> None:
+    """kube-controller-manager, kube-scheduler and, with `kwok_config`, kwok (after the world is written: kwok then
+    finds every scenario pod already in its state, and its stages move only the pods created later)."""
     bins = binaries()
     cp = plane.directory / "controlplane"
     argvs = {
@@ -195,13 +199,29 @@ def start_controllers(plane: ControlPlane, kwok_config: Path, *, on_pid: Any = N
                                     "--root-ca-file", str(cp / "ca.crt"), "--use-service-account-credentials=true", "--v", "1"],
         "kube-scheduler": [str(bins["kube-scheduler"]), "--kubeconfig", str(cp / "scheduler.kubeconfig"),
                            "--leader-elect=false", "--secure-port", "0", "--v", "1"],
+    }
+    for name, argv in argvs.items():
+        proc = _spawn(plane.directory, plane.netns, name, argv)
+        plane.pids.append(proc.pid)
+        if on_pid is not None:
+            on_pid(proc.pid)
+    if kwok_config is not None:
+        start_kwok(plane, kwok_config, cp, on_pid=on_pid)
+
+
+def start_kwok(plane: ControlPlane, kwok_config: Path, cp: Path, *, on_pid: Any = None) -> None:
+    """kwok and kwokrun.py (what the containers kwok "runs" print and how they exit, as the stand-in's kubelet decides
+    it) for the world in plane.directory; `cp`: the plane's controlplane/ folder (kubeconfigs, kwok's serving pair),
+    which is plane.directory/controlplane but for a kept plane's (keptplane.py)."""
+    bins = binaries()
+    argvs = {
         "kwok": [str(bins["kwok"]), "--kubeconfig", str(cp / "kwok.kubeconfig"), "--config", str(kwok_config),
                  "--manage-all-nodes=true", "--server-address", f"0.0.0.0:{KUBELET_PORT}",
                  "--tls-cert-file", str(cp / "kwok-serving.crt"), "--tls-private-key-file", str(cp / "kwok-serving.key"),
                  "--node-lease-duration-seconds", "40", "--cidr", "10.42.0.0/16", "--enable-crds", "Logs"],
-        # what the containers kwok "runs" print and how they exit (kwokrun.py), as the stand-in's kubelet decides it
         "kwokrun": [sys.executable, "-m", "pytest_dgxspark.testbed.kwokrun", "--kubeconfig", str(cp / "admin.kubeconfig"),
-                    "--world", str(plane.directory / "workload-world.json"), "--logs", str(cp / "logs")],
+                    "--world", str(plane.directory / "workload-world.json"),
+                    "--logs", str(plane.directory / "controlplane" / "logs")],
     }
     for name, argv in argvs.items():
         proc = _spawn(plane.directory, plane.netns, name, argv)
@@ -246,7 +266,9 @@ def is_ours(pid: int, directory: Path) -> bool:
 
 
 def stop(pids: list[int], directory: Path, problems: list[str]) -> None:
-    """SIGTERM each process group, SIGKILL what is left after 5 s (controllers first: they were started last)."""
+    """SIGTERM each process group, SIGKILL what is left after STOP_GRACE_S (controllers first: they were started last).
+    kube-apiserver does not end within 10 s of a SIGTERM (its graceful shutdown), nor etcd while it waits on it
+    (measured): nothing of theirs is needed after a testbed (the audit log is written before each answer)."""
     live = [p for p in reversed(pids) if is_ours(p, directory)]
     for pid in live:
         try:
@@ -255,7 +277,7 @@ def stop(pids: list[int], directory: Path, problems: list[str]) -> None:
             continue
         except PermissionError as exc:
             problems.append(f"pid {pid}: {exc}")
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + STOP_GRACE_S
     while time.monotonic() < deadline and any(is_ours(p, directory) for p in live):
         for pid in live:
             try:
@@ -295,6 +317,7 @@ def bring_up(directory: Path, netns: str, address: str, server_name: str, scenar
         config = realworld.kwok_config(world, directory)
         start_controllers(plane, config, on_pid=on_pid)
         realworld.wait_controller_manager(api)
+        realworld.wait_nodes_settled(api, world)
     finally:
         api.close()
     if faults:
@@ -337,13 +360,18 @@ AUDIT_METHODS = {"get": "GET", "list": "GET", "watch": "GET", "create": "POST", 
 
 def audited_requests(audit_log: Path, user: str) -> list[dict[str, Any]]:
     """The requests `user` made, from the audit log (ResponseComplete events), shaped like requests.jsonl's lines."""
-    from urllib.parse import parse_qs, urlsplit
-
-    out: list[dict[str, Any]] = []
     try:
         lines = audit_log.read_text().splitlines()
     except OSError:
-        return out
+        return []
+    return audited_lines(lines, user)
+
+
+def audited_lines(lines: list[str], user: str) -> list[dict[str, Any]]:
+    """audited_requests of audit log lines."""
+    from urllib.parse import parse_qs, urlsplit
+
+    out: list[dict[str, Any]] = []
     for line in lines:
         try:
             event = json.loads(line)

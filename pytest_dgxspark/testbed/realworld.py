@@ -151,12 +151,49 @@ def write(api: Api, world: World, scenario: str) -> dict[str, str]:
                 uids[md["uid"]] = created["metadata"]["uid"]
             _, path, has_status = discovery.paths(obj)
             if obj.get("status") and has_status and obj.get("kind") != "Namespace":
-                api.call("PUT", f"{path}/status", _status_body(created, obj))
+                _put_status(api, path, created, obj)
         except (ApiError, WorldError) as exc:
             problems.append(f"{where}: {exc}")
     if problems:
         raise WorldError("the real API server refused part of the scenario's world:\n  " + "\n  ".join(problems))
     return uids
+
+
+def _put_status(api: Api, path: str, created: dict[str, Any], obj: dict[str, Any], attempts: int = 5) -> None:
+    """PUT the object's /status; on 409 (a controller changed it since: the node lifecycle controller's taints on a
+    kept plane, whose controller manager runs while the world is written) again on its latest version."""
+    current = created
+    for attempt in range(attempts):
+        status, answer = api.request("PUT", f"{path}/status", _status_body(current, obj))
+        if status in (200, 201):
+            return
+        if status != 409 or attempt == attempts - 1:
+            message = answer.get("message", answer) if isinstance(answer, dict) else answer
+            raise ApiError("PUT", f"{path}/status", status, str(message)[:1500])
+        current = api.call("GET", path)
+
+
+def wait_nodes_settled(api: Api, world: World, timeout_s: float = 30.0) -> None:
+    """The node lifecycle controller has taken the not-ready taint (NodeTaint admission's) off every Node the world
+    says is Ready, as a kubelet's first Ready status makes it do on a real cluster."""
+    ready = {o["metadata"]["name"] for o in world.objects if o.get("kind") == "Node"
+             and any(c.get("type") == "Ready" and c.get("status") == "True"
+                     for c in (o.get("status") or {}).get("conditions") or [])}
+    declared = {o["metadata"]["name"]: {(t.get("key"), t.get("effect")) for t in (o.get("spec") or {}).get("taints") or []}
+                for o in world.objects if o.get("kind") == "Node"}
+    deadline = time.monotonic() + timeout_s
+    while True:
+        tainted = sorted(n["metadata"]["name"] for n in api.call("GET", "/api/v1/nodes").get("items") or []
+                         if n["metadata"]["name"] in ready
+                         and any(t.get("key") == "node.kubernetes.io/not-ready"
+                                 and (t.get("key"), t.get("effect")) not in declared.get(n["metadata"]["name"], set())
+                                 for t in (n.get("spec") or {}).get("taints") or []))
+        if not tainted:
+            return
+        if time.monotonic() > deadline:
+            raise WorldError(f"the node lifecycle controller left the not-ready taint on Ready nodes {', '.join(tainted)} "
+                             f"for {timeout_s:.0f} s; see kube-controller-manager.log")
+        time.sleep(0.1)
 
 
 def _create(api: Api, discovery: Discovery, obj: dict[str, Any], uids: dict[str, str]) -> dict[str, Any]:
@@ -392,11 +429,17 @@ def log_objects(world: World, directory: Path) -> list[dict[str, Any]]:
     return docs
 
 
-def write_logs(api: Api, world: World, directory: Path) -> None:
-    """kwok's Logs CRD (until Established), then the scenario pods' Logs objects (log_objects)."""
+def install_logs_crd(api: Api) -> None:
+    """kwok's Logs CRD, until Established."""
     crd = yaml.safe_load(LOGS_CRD.read_text())
     api.call("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd, ok=(201, 409))
     _wait_established(api, [crd["metadata"]["name"]])
+
+
+def write_logs(api: Api, world: World, directory: Path, *, crd: bool = True) -> None:
+    """kwok's Logs CRD (unless `crd` is False: a kept plane has it), then the scenario pods' Logs objects."""
+    if crd:
+        install_logs_crd(api)
     problems = []
     for doc in log_objects(world, directory):
         md = doc["metadata"]

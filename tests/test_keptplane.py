@@ -1,0 +1,144 @@
+"""A real control plane kept across testbeds (testbed/keptplane.py): each testbed that attaches finds only its own
+world (the previous testbed's objects, namespaces, CRDs, nodes and pods gone; the namespaces it relabelled put back),
+its audit starts at its attach, one testbed holds the plane at a time, a killed holder loses it, and `plane down`
+leaves no process, netns or address slot behind."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests import realplane_available
+
+# slow: a real control plane started and two testbeds attached to it (make test only; make test-fast deselects it)
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(realplane_available.why_not() is not None, reason=realplane_available.why_not() or "")]
+
+
+@pytest.fixture(scope="module")
+def kept(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
+    from pytest_dgxspark.testbed import keptplane, netns
+
+    directory = tmp_path_factory.mktemp("kept")
+    plane = keptplane.start(directory)
+    yield plane
+    assert keptplane.stop(directory) == []
+    assert not Path("/run/netns", plane.netns).exists()
+    assert [lk for lk in netns._slot_dir().glob("*.lock") if netns._owner(lk) == str(directory)] == []
+    assert [p for p in plane.pids if keptplane.realplane.is_ours(p, directory)] == []
+
+
+def _admin(testbed):
+    from kubernetes import client, config
+
+    return client.CoreV1Api(config.new_client_from_config(str(testbed.kubeconfig), context=testbed.contexts["workload"]))
+
+
+def _crds(testbed) -> set[str]:
+    from kubernetes import client, config
+
+    api = client.ApiextensionsV1Api(config.new_client_from_config(str(testbed.kubeconfig),
+                                                                   context=testbed.contexts["workload"]))
+    return {c.metadata.name for c in api.list_custom_resource_definition().items}
+
+
+def test_a_testbed_on_a_kept_plane_finds_its_own_world_and_nothing_of_the_one_before(kept, tmp_path):
+    from kubernetes import client
+
+    from pytest_dgxspark.testbed import Testbed
+
+    first = Testbed("two-node", tmp_path / "a", api="real", plane=kept.directory, _without_hosts=True).up()
+    try:
+        core = _admin(first)
+        assert sorted(n.metadata.name for n in core.list_node().items) == ["cpu-01", "gpu-01"]
+        assert "clusterpolicies.nvidia.com" in _crds(first)
+        # what a run leaves: its CUDA-sample namespace with a pod, and a label on a namespace the server made
+        core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name="dgxspark-cuda-left")))
+        core.create_namespaced_config_map("dgxspark-cuda-left", client.V1ConfigMap(
+            metadata=client.V1ObjectMeta(name="left"), data={"a": "b"}))
+        core.patch_namespace("default", {"metadata": {"labels": {"left-by": "first"}}})
+        first_pods = {(p.metadata.namespace, p.metadata.name) for p in core.list_pod_for_all_namespaces().items}
+        assert first_pods
+    finally:
+        first.down()
+    assert not (kept.directory / "attached.json").exists()
+
+    second = Testbed("system-containerd-cri", tmp_path / "b", api="real", plane=kept.directory, _without_hosts=True).up()
+    try:
+        core = _admin(second)
+        assert [n.metadata.name for n in core.list_node().items] == ["gpu-01"]
+        assert [n.status.node_info.container_runtime_version for n in core.list_node().items] == ["containerd://1.7.28"]
+        names = {n.metadata.name for n in core.list_namespace().items}
+        assert "dgxspark-cuda-left" not in names
+        assert "left-by" not in (core.read_namespace("default").metadata.labels or {})
+        crds = _crds(second)
+        assert "logs.kwok.x-k8s.io" in crds  # the plane's own, kept
+        from pytest_dgxspark.testbed import objects, realworld, scenario
+        from pytest_dgxspark.testbed.world import make_context
+
+        sc = scenario.load("system-containerd-cri")
+        world = objects.build_workload(make_context(sc, {"gpu-01": "172.29.9.2"}))
+        assert crds == {c["metadata"]["name"] for c in realworld.crds(world)} | {"logs.kwok.x-k8s.io"}
+        pods = {(p.metadata.namespace, p.metadata.name) for p in core.list_pod_for_all_namespaces().items}
+        assert pods == {(o["metadata"]["namespace"], o["metadata"]["name"]) for o in world.objects if o["kind"] == "Pod"}
+        # the audit this testbed reads starts at its attach: none of the first testbed's requests
+        paths = [r["path"] for r in second.requests()]
+        assert paths and not any("dgxspark-cuda-left" in p for p in paths)
+        from pytest_dgxspark.testbed import realplane
+
+        everything = realplane.audited_requests(kept.audit_log, "system:admin")
+        assert any("dgxspark-cuda-left" in r["path"] for r in everything)  # the plane's log has the first's
+        assert everything[-len(paths):] == second.requests()  # ... and this testbed's are its tail from the attach
+        # one testbed at a time
+        from pytest_dgxspark.testbed import TestbedError
+
+        with pytest.raises(TestbedError, match="is held by the testbed in .*give each concurrent testbed its own plane"):
+            Testbed("healthy", tmp_path / "c", api="real", plane=kept.directory, _without_hosts=True).up()
+    finally:
+        second.down()
+
+
+def test_a_scenario_with_api_faults_is_refused_a_kept_plane_before_anything_starts(kept, tmp_path):
+    from pytest_dgxspark.testbed import Testbed, TestbedError
+
+    with pytest.raises(TestbedError, match="api-flaky: its cluster.faults need a control plane of its own"):
+        Testbed("api-flaky", tmp_path / "f", api="real", plane=kept.directory, _without_hosts=True).up()
+    assert not (kept.directory / "attached.json").exists()
+
+
+def test_a_killed_holder_loses_the_plane_to_the_next_testbed(kept, tmp_path):
+    """A testbed process killed with SIGKILL (no teardown): the next attach stops its kwok and takes the plane."""
+    script = ("import sys, time\nfrom pytest_dgxspark.testbed import Testbed\n"
+              f"t = Testbed('healthy', {str(tmp_path / 'k')!r}, api='real', plane={str(kept.directory)!r}, _without_hosts=True).up()\n"
+              "print('up', flush=True)\ntime.sleep(600)\n")
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "up"
+        holder = json.loads((kept.directory / "attached.json").read_text())
+        assert holder["testbed"] == str(tmp_path / "k") and len(holder["pids"]) == 2  # its kwok and kwokrun
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        # its kwok and kwokrun live on (own sessions) and its state.json says up: still a holder, until they are gone
+        for pid in holder["pids"]:
+            os.killpg(pid, signal.SIGKILL)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    from pytest_dgxspark.testbed import Testbed
+
+    nxt = Testbed("healthy", tmp_path / "n", api="real", plane=kept.directory, _without_hosts=True).up()
+    try:
+        assert json.loads((kept.directory / "attached.json").read_text())["testbed"] == str(tmp_path / "n")
+        assert [n.metadata.name for n in _admin(nxt).list_node().items] == ["gpu-01"]
+    finally:
+        nxt.down()
+    from pytest_dgxspark.testbed.orchestrator import teardown
+
+    teardown(tmp_path / "k")  # the killed testbed's netns and slot (its plane is no longer its to free)
+    assert not (kept.directory / "attached.json").exists()
