@@ -44,13 +44,15 @@ SCHEMAS: dict[str, dict[str, Any]] = {
 # CustomResourceDefinitions taken from their project (ClusterPolicy: the GPU Operator's own, trimmed by trim.py): the
 # stand-in and the real control plane serve the same one, so `kubectl explain clusterpolicy.spec.driver` answers on both.
 CRD_DIR = Path(__file__).parent / "controlplane" / "crds"
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @functools.cache
 def sourced_crd(plural: str, group: str) -> dict[str, Any] | None:
-    """The project's own CustomResourceDefinition of `plural.group`, when one is kept in CRD_DIR."""
+    """The project's own CustomResourceDefinition of `plural.group`, when one is kept in CRD_DIR (the package's own
+    file: read with libyaml's safe loader where PyYAML has it, 0.6 s less per testbed process for ClusterPolicy's)."""
     path = CRD_DIR / f"{plural}.{group}.yaml"
-    return yaml.safe_load(path.read_text()) if path.is_file() else None
+    return yaml.load(path.read_text(), Loader=SAFE_LOADER) if path.is_file() else None  # noqa: S506 - a safe loader
 
 
 def schema(plural: str, group: str = "") -> dict[str, Any]:
