@@ -27,7 +27,6 @@ from pytest_dgxspark.testbed import (
     faults,
     fieldmanager,
     handlers,
-    openapi,
     podshape,
     resources,
     writes,
@@ -97,7 +96,6 @@ class Server(ThreadingHTTPServer):
                     condition["lastTransitionTime"] = podshape.ts(self.started)
                 fieldmanager.record_update(None, crd, "dgxspark-testbed", "apiextensions.k8s.io/v1")
                 self.store.put("apiextensions.k8s.io/customresourcedefinitions", crd, event=False)
-        threading.Thread(target=openapi.v3_document, args=("api/v1", self.settings.get("version", "")), daemon=True).start()
         threading.Thread(target=bootstrap.renew_node_leases, args=(self.store, self.dead), daemon=True).start()
 
     def ca_pem(self) -> str:
