@@ -142,3 +142,4 @@ def test_a_killed_holder_loses_the_plane_to_the_next_testbed(kept, tmp_path):
 
     teardown(tmp_path / "k")  # the killed testbed's netns and slot (its plane is no longer its to free)
     assert not (kept.directory / "attached.json").exists()
+

@@ -2,6 +2,7 @@
 written to the real API, the kwok stages and the plan's check of `--testbed-api`."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -330,3 +331,25 @@ def test_the_fault_proxy_answers_a_matching_path_with_the_status_a_real_server_s
     assert status == 503 and (body["reason"], body["message"]) == (
         "ServiceUnavailable", "the server is currently unable to handle the request")
     assert _get(address, cp, "/api/v1/nodes")[0] == 200
+
+
+def test_a_testbed_still_attaching_holds_the_plane_before_its_kwok_exists(tmp_path):
+    """No binaries needed: the holder's own process lives (the wipe and the world take seconds before kwok starts),
+    so a second testbed is refused; once that process is gone and no kwok of it lives, the plane is taken."""
+    from pytest_dgxspark.testbed import keptplane
+
+    plane = keptplane.Kept(tmp_path / "plane", "ns", "if", "172.29.250.1", "172.29.250.2", 30, [], "t", {})
+    plane.directory.mkdir()
+    first = tmp_path / "first"
+    first.mkdir()
+    (first / "state.json").write_text(json.dumps({"testbed_id": str(first), "cp_pids": []}))
+    keptplane.take(plane, first)
+    holder = json.loads((plane.directory / "attached.json").read_text())
+    assert holder == {"testbed": str(first), "pid": os.getpid(), "pids": []}
+    with pytest.raises(keptplane.KeptPlaneError, match="is held by the testbed in"):
+        keptplane.take(plane, tmp_path / "second")
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    (plane.directory / "attached.json").write_text(json.dumps({**holder, "pid": gone.pid}))
+    keptplane.take(plane, tmp_path / "second")
+    assert json.loads((plane.directory / "attached.json").read_text())["testbed"] == str(tmp_path / "second")

@@ -246,7 +246,8 @@ def _holder(kept: Kept) -> dict[str, Any] | None:
 
 
 def _holder_alive(holder: dict[str, Any]) -> bool:
-    """The testbed that holds the plane is still up (its state.json says so and one of its processes lives)."""
+    """The testbed that holds the plane is still up: its state.json does not say down, and the process that took the
+    plane lives (still attaching, or running the suite) or its kwok or kwokrun does (`dgxspark-testbed up` returned)."""
     testbed = Path(holder.get("testbed", ""))
     try:
         state = json.loads((testbed / "state.json").read_text())
@@ -254,7 +255,18 @@ def _holder_alive(holder: dict[str, Any]) -> bool:
         return False
     if state.get("down"):
         return False
-    return any(realplane.is_ours(p, testbed) for p in holder.get("pids") or state.get("cp_pids") or [])
+    return _running(int(holder.get("pid") or 0)) or any(realplane.is_ours(p, testbed) for p in holder.get("pids") or [])
+
+
+def _running(pid: int) -> bool:
+    """The process lives and is not a zombie."""
+    if pid <= 0:
+        return False
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def take(kept: Kept, testbed_dir: Path) -> None:
@@ -275,13 +287,13 @@ def take(kept: Kept, testbed_dir: Path) -> None:
             path.unlink(missing_ok=True)
             continue
         with os.fdopen(fd, "w") as handle:
-            handle.write(json.dumps({"testbed": str(testbed_dir), "pids": []}))
+            handle.write(json.dumps({"testbed": str(testbed_dir), "pid": os.getpid(), "pids": []}))
         return
     raise KeptPlaneError(f"could not take the kept control plane in {kept.directory}")
 
 
 def _note_pid(kept: Kept, testbed_dir: Path, pid: int) -> None:
-    holder = _holder(kept) or {"testbed": str(testbed_dir), "pids": []}
+    holder = _holder(kept) or {"testbed": str(testbed_dir), "pid": os.getpid(), "pids": []}
     holder["pids"] = [*holder.get("pids", []), pid]
     tmp = kept.directory / (ATTACHED_FILE + ".tmp")
     tmp.write_text(json.dumps(holder))
