@@ -353,3 +353,53 @@ def test_a_testbed_still_attaching_holds_the_plane_before_its_kwok_exists(tmp_pa
     (plane.directory / "attached.json").write_text(json.dumps({**holder, "pid": gone.pid}))
     keptplane.take(plane, tmp_path / "second")
     assert json.loads((plane.directory / "attached.json").read_text())["testbed"] == str(tmp_path / "second")
+
+
+class _FakeApi:
+    """Answers realworld's requests from a script: (method, path) -> list of (status, body), one per call."""
+
+    def __init__(self, script):
+        self.script, self.calls = script, []
+
+    def request(self, method, path, body=None, **_):
+        self.calls.append((method, path, body))
+        return self.script[(method, path)].pop(0)
+
+    def call(self, method, path, body=None, **_):
+        status, answer = self.request(method, path, body)
+        assert status in (200, 201), (method, path, status)
+        return answer
+
+
+def test_a_status_write_a_controller_raced_is_written_again_on_the_latest_version():
+    from pytest_dgxspark.testbed.realworld import _put_status
+
+    created = {"kind": "Node", "metadata": {"name": "gpu-01", "resourceVersion": "5"}}
+    latest = {"kind": "Node", "metadata": {"name": "gpu-01", "resourceVersion": "6"}, "spec": {"taints": [{"key": "k"}]}}
+    api = _FakeApi({("PUT", "/api/v1/nodes/gpu-01/status"): [(409, {"message": "the object has been modified"}), (200, {})],
+                    ("GET", "/api/v1/nodes/gpu-01"): [(200, latest)]})
+    _put_status(api, "/api/v1/nodes/gpu-01", created, {"kind": "Node", "status": {"phase": "x"}})
+    puts = [body for method, _, body in api.calls if method == "PUT"]
+    assert [b["metadata"]["resourceVersion"] for b in puts] == ["5", "6"] and puts[-1]["status"] == {"phase": "x"}
+
+
+def test_a_refused_status_write_other_than_a_conflict_is_an_error_naming_it():
+    from pytest_dgxspark.testbed.realapi import ApiError
+    from pytest_dgxspark.testbed.realworld import _put_status
+
+    api = _FakeApi({("PUT", "/api/v1/nodes/gpu-01/status"): [(422, {"message": "status.phase: Unsupported value"})]})
+    with pytest.raises(ApiError, match="HTTP 422: status.phase: Unsupported value"):
+        _put_status(api, "/api/v1/nodes/gpu-01", {"metadata": {}}, {"kind": "Node", "status": {"phase": "x"}})
+
+
+def test_a_ready_node_left_tainted_not_ready_ends_the_wait_with_its_name():
+    from pytest_dgxspark.testbed.realworld import WorldError, wait_nodes_settled
+
+    world = _world("healthy")
+    tainted = {"items": [{"metadata": {"name": "gpu-01"},
+                          "spec": {"taints": [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]}}]}
+    api = _FakeApi({("GET", "/api/v1/nodes"): [(200, tainted)] * 100})
+    with pytest.raises(WorldError, match="left the not-ready taint on Ready nodes gpu-01"):
+        wait_nodes_settled(api, world, timeout_s=0.2)
+    api = _FakeApi({("GET", "/api/v1/nodes"): [(200, {"items": [{"metadata": {"name": "gpu-01"}, "spec": {}}]})]})
+    wait_nodes_settled(api, world, timeout_s=0.2)

@@ -150,7 +150,7 @@ def start(directory: Path, *, on_pid: Any = None) -> Kept:
             raise KeptPlaneError(f"{directory}: a kept control plane is already up here")
     realplane.binaries()
     pids: list[int] = []
-    record = {"pids": pids}
+    record: dict[str, Any] = {"pids": pids}
     (directory / "starting.json").write_text(json.dumps(record))
 
     def remember(pid: int) -> None:
@@ -162,6 +162,8 @@ def start(directory: Path, *, on_pid: Any = None) -> Kept:
     slot = netns.allocate_subnet(str(directory))
     name, ifname = netns.names_for(slot, 1)
     host_ip, address, prefix = netns.node_addresses(slot, 1)
+    record.update({"netns": name, "host_ifname": ifname, "host_ip": host_ip, "address": address, "prefix": prefix})
+    (directory / "starting.json").write_text(json.dumps(record))
     try:
         netns.create(name, ifname, host_ip, address, prefix, default_route=False)
         ca = pki.make_ca(f"rke2-server-ca@{int(time.time())}")
@@ -222,14 +224,6 @@ def stop(directory: Path) -> list[str]:
             netns.destroy(netns.Link(doc["netns"], doc["host_ifname"], doc["host_ip"], doc["address"], doc["prefix"]))
         except Exception as exc:  # noqa: BLE001 - keep tearing down
             problems.append(f"netns {doc['netns']}: {exc!r}")
-    else:
-        try:  # a start that died before plane.json: the slot's netns is named from the slot
-            slot = next(int(lock.stem) for lock in netns._slot_dir().glob("*.lock")
-                        if netns._owner(lock) == str(directory))
-            netns.destroy(netns.names_for(slot, 1)[0])
-            netns._ip("link", "del", netns.names_for(slot, 1)[1], check=False)
-        except StopIteration:
-            pass
     netns.release_subnet(str(directory))
     for name in (PLANE_FILE, "starting.json", ATTACHED_FILE):
         (directory / name).unlink(missing_ok=True)
@@ -342,9 +336,8 @@ def attach(kept: Kept, testbed_dir: Path, scenario: str, world: Any, node_ips: d
         if on_pid is not None:
             on_pid(pid)
 
-    _stop_leftover_kwok(kept)
     wipe(kept)
-    _set_local(kept, node_ips.values())
+    netns.set_local(kept.netns, node_ips.values())
     plane = realplane.ControlPlane(testbed_dir, kept.netns, kept.address, dict(node_ips), [], realplane.API_PORT)
     api = kept.api()
     try:
@@ -356,45 +349,6 @@ def attach(kept: Kept, testbed_dir: Path, scenario: str, world: Any, node_ips: d
         api.close()
     realplane.start_kwok(plane, config, kept.directory / "controlplane", on_pid=remember)
     return plane
-
-
-def _stop_leftover_kwok(kept: Kept) -> None:
-    """A kwok a killed testbed left on the plane (it still holds the kubelet port): stopped."""
-    for pid in _kwok_pids(kept):
-        try:
-            os.kill(pid, 15)
-        except ProcessLookupError:
-            pass
-    deadline = time.monotonic() + 5
-    while _kwok_pids(kept) and time.monotonic() < deadline:
-        time.sleep(0.05)
-
-
-def _kwok_pids(kept: Kept) -> list[int]:
-    """Processes in the plane's netns running kwok or kwokrun.py with the plane's kubeconfigs."""
-    marker = str(kept.directory / "controlplane").encode()
-    out = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            cmdline = (proc / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if marker in cmdline and (b"kwok.kubeconfig" in cmdline or b"testbed.kwokrun" in cmdline):
-            out.append(int(proc.name))
-    return out
-
-
-def _set_local(kept: Kept, addresses: Any) -> None:
-    """The plane's netns answers exactly `addresses` (/32 on lo) besides 127.0.0.1."""
-    shown = netns._ip("-n", kept.netns, "-o", "-4", "addr", "show", "dev", "lo").stdout.split()
-    have = {w.split("/")[0] for w in shown if "/" in w and w[0].isdigit()} - {"127.0.0.1"}
-    want = set(addresses)
-    for address in sorted(have - want):
-        netns._ip("-n", kept.netns, "addr", "del", f"{address}/32", "dev", "lo", check=False)
-    for address in sorted(want - have):
-        netns._ip("-n", kept.netns, "addr", "add", f"{address}/32", "dev", "lo")
 
 
 def detach(plane_dir: Path, testbed_dir: Path, problems: list[str]) -> None:
@@ -409,7 +363,7 @@ def detach(plane_dir: Path, testbed_dir: Path, problems: list[str]) -> None:
         return
     try:
         kept_doc = json.loads((Path(plane_dir) / PLANE_FILE).read_text())
-        netns._ip("-n", kept_doc["netns"], "addr", "flush", "dev", "lo", "scope", "global", check=False)
+        netns.set_local(kept_doc["netns"], ())
     except (OSError, ValueError, KeyError) as exc:
         problems.append(f"kept plane {plane_dir}: {exc!r}")
     path.unlink(missing_ok=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,6 +87,18 @@ def create(netns: str, host_ifname: str, host_ip: str, node_ip: str, prefix: int
         destroy(link)
         raise
     return link
+
+
+def set_local(netns: str, addresses: Iterable[str]) -> None:
+    """`netns` answers exactly `addresses` (/32 on lo) besides 127.0.0.1: what create's `local` gave, changed later (a
+    kept control plane takes each attached testbed's node addresses: keptplane.py)."""
+    shown = _ip("-n", netns, "-o", "-4", "addr", "show", "dev", "lo").stdout.split()
+    have = {w.split("/")[0] for w in shown if "/" in w and w[0].isdigit()} - {"127.0.0.1"}
+    want = set(addresses)
+    for address in sorted(have - want):
+        _ip("-n", netns, "addr", "del", f"{address}/32", "dev", "lo", check=False)
+    for address in sorted(want - have):
+        _ip("-n", netns, "addr", "add", f"{address}/32", "dev", "lo")
 
 
 def destroy(link_or_netns_name: Link | str) -> None:
