@@ -143,3 +143,38 @@ def test_a_killed_holder_loses_the_plane_to_the_next_testbed(kept, tmp_path):
     teardown(tmp_path / "k")  # the killed testbed's netns and slot (its plane is no longer its to free)
     assert not (kept.directory / "attached.json").exists()
 
+
+
+def test_each_attach_runs_a_controller_manager_that_never_saw_the_world_before(kept, tmp_path):
+    """node-not-ready leaves gpu-01 NotReady; the next world's gpu-01 is Ready. A controller manager kept across the
+    attach would judge the new gpu-01 on the old one's health and mark its pods not Ready (seen under load: the
+    toolkit pod of site-model-alias, the gpu-injection root cause it does not declare). Each attach starts its own."""
+    from pytest_dgxspark.testbed import Testbed, keptplane, realplane
+
+    def controller_managers() -> list[int]:
+        return [p for p in keptplane.load(kept.directory).pids if keptplane._is_controller_manager(p)]
+
+    first = Testbed("node-not-ready", tmp_path / "a", api="real", plane=kept.directory, _without_hosts=True).up()
+    try:
+        (before,) = controller_managers()
+    finally:
+        first.down()
+    offset = kept.audit_log.stat().st_size
+    second = Testbed("site-model-alias", tmp_path / "b", api="real", plane=kept.directory, _without_hosts=True).up()
+    try:
+        (after,) = controller_managers()
+        assert after != before and not realplane.is_ours(before, kept.directory)
+        nodes = _admin(second).list_node().items
+        assert [(n.metadata.name, [c.status for c in n.status.conditions if c.type == "Ready"]) for n in nodes] == [
+            ("gpu-01", ["True"])]
+        assert not [t for n in nodes for t in (n.spec.taints or []) if t.key.startswith("node.kubernetes.io/")]
+        toolkit = [p for p in _admin(second).list_pod_for_all_namespaces().items
+                   if p.metadata.name.startswith("nvidia-container-toolkit-daemonset")]
+        assert [[c.status for c in p.status.conditions if c.type == "Ready"] for p in toolkit] == [["True"]]
+        marked = [r for r in keptplane.audited_since(kept.directory, offset,
+                                                      "system:serviceaccount:kube-system:node-controller")
+                  if r["method"] in ("PUT", "PATCH") and r["path"].startswith("/api/v1/namespaces/")
+                  and r["path"].endswith("/status")]
+        assert marked == []
+    finally:
+        second.down()

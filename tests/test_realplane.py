@@ -355,6 +355,36 @@ def test_a_testbed_still_attaching_holds_the_plane_before_its_kwok_exists(tmp_pa
     assert json.loads((plane.directory / "attached.json").read_text())["testbed"] == str(tmp_path / "second")
 
 
+def test_the_attach_stops_the_kept_controller_manager_alone_and_plane_json_stops_naming_it(tmp_path):
+    """No binaries needed: of the plane's processes only the kube-controller-manager (its argv names it) is stopped,
+    plane.json is rewritten without its pid (load() then finds every named process alive) and the rest run on."""
+    import sys
+
+    from pytest_dgxspark.testbed import keptplane, realplane
+
+    directory = tmp_path / "plane"
+    directory.mkdir()
+    hold = "import time; time.sleep(60)"
+    others = subprocess.Popen([sys.executable, "-c", hold, str(directory)], start_new_session=True)
+    kcm = subprocess.Popen(["bash", "-c", f'exec -a {realplane.CONTROLLER_MANAGER} "$0" -c "$1" "$2"',
+                            sys.executable, hold, str(directory)], start_new_session=True)
+    try:
+        doc = {"netns": "ns", "host_ifname": "if", "host_ip": "172.29.250.1", "address": "172.29.250.2", "prefix": 30,
+               "pids": [others.pid, kcm.pid], "token": "t", "baseline": {}}
+        (directory / keptplane.PLANE_FILE).write_text(json.dumps(doc))
+        kept = keptplane.load(directory)
+        assert [keptplane._is_controller_manager(p) for p in kept.pids] == [False, True]
+        keptplane._without_controller_manager(kept)
+        assert kcm.wait(10) is not None and others.poll() is None
+        assert kept.pids == [others.pid]
+        assert json.loads((directory / keptplane.PLANE_FILE).read_text()) == {**doc, "pids": [others.pid]}
+        assert keptplane.load(directory).pids == [others.pid]
+    finally:
+        for proc in (others, kcm):
+            proc.kill()
+            proc.wait()
+
+
 class _FakeApi:
     """Answers realworld's requests from a script: (method, path) -> list of (status, body), one per call."""
 

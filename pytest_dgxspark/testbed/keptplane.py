@@ -336,7 +336,9 @@ def attach(kept: Kept, testbed_dir: Path, scenario: str, world: Any, node_ips: d
         if on_pid is not None:
             on_pid(pid)
 
+    _without_controller_manager(kept)
     wipe(kept)
+    _start_controller_manager(kept)
     netns.set_local(kept.netns, node_ips.values())
     plane = realplane.ControlPlane(testbed_dir, kept.netns, kept.address, dict(node_ips), [], realplane.API_PORT)
     api = kept.api()
@@ -349,6 +351,46 @@ def attach(kept: Kept, testbed_dir: Path, scenario: str, world: Any, node_ips: d
         api.close()
     realplane.start_kwok(plane, config, kept.directory / "controlplane", on_pid=remember)
     return plane
+
+
+def _is_controller_manager(pid: int) -> bool:
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return any(Path(arg.decode(errors="replace")).name == realplane.CONTROLLER_MANAGER for arg in argv[:5])
+
+
+def _record_pids(kept: Kept, pids: list[int]) -> None:
+    """plane.json names `pids` as the plane's processes (written whole, then moved in place: load() never reads half)."""
+    doc = json.loads((kept.directory / PLANE_FILE).read_text())
+    doc["pids"] = kept.pids = list(pids)
+    tmp = kept.directory / (PLANE_FILE + ".tmp")
+    pki.write_private(tmp, json.dumps(doc))
+    tmp.replace(kept.directory / PLANE_FILE)
+
+
+def _without_controller_manager(kept: Kept) -> None:
+    """Stop the plane's kube-controller-manager before the wipe. What it holds in memory is the last world's: its node
+    lifecycle controller's health of each Node and its informers' caches. A node of the same name in the next world
+    (every scenario's gpu-01) would otherwise be judged on the last one's: measured on a loaded machine, the Ready
+    toolkit pod of site-model-alias, attached after node-not-ready, was marked not Ready (MarkPodsNotReady). A real
+    cluster's controller manager has only ever seen its own cluster's nodes; the next attach starts a fresh one."""
+    old = [pid for pid in kept.pids if _is_controller_manager(pid)]
+    _record_pids(kept, [pid for pid in kept.pids if pid not in old])
+    problems: list[str] = []
+    realplane.stop(old, kept.directory, problems)
+    if problems:
+        raise KeptPlaneError(f"the kept control plane in {kept.directory}: its controller manager did not stop: "
+                             + "; ".join(problems))
+
+
+def _start_controller_manager(kept: Kept) -> None:
+    """A fresh kube-controller-manager for the wiped plane: its informers list the baseline, so the world is new to it.
+    It acts (the not-ready taint off the Ready nodes) before realworld.wait_nodes_settled returns."""
+    plane = realplane.ControlPlane(kept.directory, kept.netns, kept.address, {}, [], realplane.API_PORT)
+    realplane.start_controllers(plane, None, names=(realplane.CONTROLLER_MANAGER,),
+                                on_pid=lambda pid: _record_pids(kept, [*kept.pids, pid]))
 
 
 def detach(plane_dir: Path, testbed_dir: Path, problems: list[str]) -> None:

@@ -187,21 +187,26 @@ def start(directory: Path, netns: str, address: str, node_ips: dict[str, str], *
     return plane
 
 
-def start_controllers(plane: ControlPlane, kwok_config: Path | None, *, on_pid: Any = None) -> None:
-    """kube-controller-manager, kube-scheduler and, with `kwok_config`, kwok (after the world is written: kwok then
-    finds every scenario pod already in its state, and its stages move only the pods created later)."""
+CONTROLLER_MANAGER, SCHEDULER = "kube-controller-manager", "kube-scheduler"
+
+
+def start_controllers(plane: ControlPlane, kwok_config: Path | None, *, on_pid: Any = None,
+                      names: tuple[str, ...] = (CONTROLLER_MANAGER, SCHEDULER)) -> None:
+    """kube-controller-manager, kube-scheduler (`names`: which of them) and, with `kwok_config`, kwok (after the world
+    is written: kwok then finds every scenario pod already in its state, and its stages move only the pods created
+    later)."""
     bins = binaries()
     cp = plane.directory / "controlplane"
     argvs = {
-        "kube-controller-manager": [str(bins["kube-controller-manager"]), "--kubeconfig", str(cp / "controller-manager.kubeconfig"),
-                                    "--controllers", CONTROLLERS, "--leader-elect=false", "--secure-port", "0",
-                                    "--service-account-private-key-file", str(cp / "service-account.key"),
-                                    "--root-ca-file", str(cp / "ca.crt"), "--use-service-account-credentials=true", "--v", "1"],
-        "kube-scheduler": [str(bins["kube-scheduler"]), "--kubeconfig", str(cp / "scheduler.kubeconfig"),
-                           "--leader-elect=false", "--secure-port", "0", "--v", "1"],
+        CONTROLLER_MANAGER: [str(bins[CONTROLLER_MANAGER]), "--kubeconfig", str(cp / "controller-manager.kubeconfig"),
+                             "--controllers", CONTROLLERS, "--leader-elect=false", "--secure-port", "0",
+                             "--service-account-private-key-file", str(cp / "service-account.key"),
+                             "--root-ca-file", str(cp / "ca.crt"), "--use-service-account-credentials=true", "--v", "1"],
+        SCHEDULER: [str(bins[SCHEDULER]), "--kubeconfig", str(cp / "scheduler.kubeconfig"),
+                    "--leader-elect=false", "--secure-port", "0", "--v", "1"],
     }
-    for name, argv in argvs.items():
-        proc = _spawn(plane.directory, plane.netns, name, argv)
+    for name in names:
+        proc = _spawn(plane.directory, plane.netns, name, argvs[name])
         plane.pids.append(proc.pid)
         if on_pid is not None:
             on_pid(proc.pid)
