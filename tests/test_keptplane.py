@@ -4,6 +4,7 @@ its audit starts at its attach, one testbed holds the plane at a time, a killed 
 leaves no process, netns or address slot behind."""
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import signal
@@ -121,10 +122,10 @@ def test_a_killed_holder_loses_the_plane_to_the_next_testbed(kept, tmp_path):
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "up"
         holder = json.loads((kept.directory / "attached.json").read_text())
-        assert holder["testbed"] == str(tmp_path / "k") and len(holder["pids"]) == 2  # its kwok and kwokrun
+        assert holder["testbed"] == str(tmp_path / "k") and len(holder["pids"]) == 3  # its kwok, kwokrun and controllers
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(10)
-        # its kwok and kwokrun live on (own sessions) and its state.json says up: still a holder, until they are gone
+        # its kwok, kwokrun and controllers live on (own sessions) and its state.json says up: still a holder, until they are gone
         for pid in holder["pids"]:
             os.killpg(pid, signal.SIGKILL)
     finally:
@@ -178,3 +179,77 @@ def test_each_attach_runs_a_controller_manager_that_never_saw_the_world_before(k
         assert marked == []
     finally:
         second.down()
+
+
+def test_the_simulated_operator_and_helm_controller_act_through_the_api(kept, tmp_path):
+    """healthy's world is written settled: controllers.py writes nothing at its start. An operand DaemonSet that loses
+    a pod makes its ClusterPolicy notReady (and ready again when it comes back), a failed install Job fails its
+    HelmChart: each written by the controllers' own user, on a watch."""
+    from kubernetes import client, config, watch
+
+    from pytest_dgxspark.testbed import Testbed, keptplane
+
+    offset = kept.audit_log.stat().st_size
+    bed = Testbed("healthy", tmp_path / "h", api="real", plane=kept.directory, _without_hosts=True).up()
+    try:
+        assert (tmp_path / "h" / "controllers.ready").is_file()
+        api_client = config.new_client_from_config(str(bed.kubeconfig), context=bed.contexts["workload"])
+        apps, custom = client.AppsV1Api(api_client), client.CustomObjectsApi(api_client)
+
+        def writes() -> list[str]:
+            return [r["path"] for r in keptplane.audited_since(kept.directory, offset, "testbed:controllers")
+                    if r["method"] in ("PUT", "PATCH", "POST", "DELETE")]
+
+        assert writes() == []  # the world is what the controllers would write
+
+        def policy_until(state: str) -> dict:
+            for event in watch.Watch().stream(custom.list_cluster_custom_object, "nvidia.com", "v1", "clusterpolicies",
+                                              timeout_seconds=20):
+                if (event["object"].get("status") or {}).get("state") == state:
+                    return event["object"]
+            raise AssertionError(f"cluster-policy did not become {state} within 20 s")
+
+        def operand(unavailable: int) -> None:
+            apps.patch_namespaced_daemon_set_status("nvidia-device-plugin-daemonset", "gpu-operator", {"status": {
+                "numberUnavailable": unavailable, "numberReady": 1 - unavailable, "numberAvailable": 1 - unavailable}})
+
+        operand(1)
+        policy = policy_until("notReady")
+        assert [c["message"] for c in policy["status"]["conditions"]] == [
+            "ClusterPolicy is not ready, states not ready: [state-device-plugin]"] * 2
+        operand(0)
+        assert policy_until("ready")["status"]["conditions"][0]["reason"] == "Reconciled"
+        # a chart of its own (healthy's install Job has completed, and a finished Job's conditions do not change)
+        custom.create_namespaced_custom_object("helm.cattle.io", "v1", "kube-system", "helmcharts", {
+            "apiVersion": "helm.cattle.io/v1", "kind": "HelmChart", "metadata": {"name": "probe"},
+            "spec": {"chart": "probe", "targetNamespace": "default"}})
+        batch = client.BatchV1Api(api_client)
+        helm = {"name": "helm", "image": "rancher/klipper-helm:v0.9.8-build20250709"}
+        batch.create_namespaced_job("kube-system", {
+            "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "helm-install-probe"},
+            "spec": {"backoffLimit": 0, "template": {"spec": {"restartPolicy": "Never", "containers": [helm]}}}})
+
+        def chart_until(condition: str) -> dict:
+            for event in watch.Watch().stream(custom.list_namespaced_custom_object, "helm.cattle.io", "v1", "kube-system",
+                                              "helmcharts", timeout_seconds=20):
+                chart = event["object"]
+                if chart["metadata"]["name"] == "probe" and \
+                        condition in [c["type"] for c in (chart.get("status") or {}).get("conditions") or []]:
+                    return chart
+            raise AssertionError(f"the probe HelmChart had no {condition} condition within 20 s")
+
+        assert chart_until("JobCreated")["status"]["jobName"] == "helm-install-probe"
+        now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        try:
+            batch.patch_namespaced_job_status("helm-install-probe", "kube-system", {"status": {
+                "startTime": now, "failed": 1, "conditions": [
+                    {"type": "FailureTarget", "status": "True", "reason": "BackoffLimitExceeded", "lastTransitionTime": now},
+                    {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded", "lastTransitionTime": now}]}})
+        except client.exceptions.ApiException as exc:
+            raise AssertionError(exc.body) from exc
+        assert [(c["type"], c["reason"]) for c in chart_until("Failed")["status"]["conditions"]] == [
+            ("JobCreated", "Job created"), ("Failed", "Job failed")]
+        assert writes() == ["/apis/nvidia.com/v1/clusterpolicies/cluster-policy/status"] * 2 + [
+            "/apis/helm.cattle.io/v1/namespaces/kube-system/helmcharts/probe/status"] * 2
+    finally:
+        bed.down()

@@ -359,6 +359,7 @@ def test_the_attach_stops_the_kept_controller_manager_alone_and_plane_json_stops
     """No binaries needed: of the plane's processes only the kube-controller-manager (its argv names it) is stopped,
     plane.json is rewritten without its pid (load() then finds every named process alive) and the rest run on."""
     import sys
+    import time
 
     from pytest_dgxspark.testbed import keptplane, realplane
 
@@ -372,6 +373,10 @@ def test_the_attach_stops_the_kept_controller_manager_alone_and_plane_json_stops
         doc = {"netns": "ns", "host_ifname": "if", "host_ip": "172.29.250.1", "address": "172.29.250.2", "prefix": 30,
                "pids": [others.pid, kcm.pid], "token": "t", "baseline": {}}
         (directory / keptplane.PLANE_FILE).write_text(json.dumps(doc))
+        deadline = time.monotonic() + 10  # until both have exec'd (a forked child's cmdline is still its parent's)
+        while not (keptplane._is_controller_manager(kcm.pid) and realplane.is_ours(others.pid, directory)):
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
         kept = keptplane.load(directory)
         assert [keptplane._is_controller_manager(p) for p in kept.pids] == [False, True]
         keptplane._without_controller_manager(kept)

@@ -21,28 +21,11 @@ import yaml
 from pytest_dgxspark.catalog.releases import chart_images, load_releases
 from pytest_dgxspark.testbed import components, logs
 from pytest_dgxspark.testbed.node import gpu_nodes, host_facts, node_kube
+from pytest_dgxspark.testbed.operands import OPERANDS
 from pytest_dgxspark.testbed.podshape import meta, ts
 from pytest_dgxspark.testbed.scenario import deep_merge
 from pytest_dgxspark.testbed.world import Context, World, c, namespace, pod, rand_name
 
-# short name -> (DaemonSet, deploy label, values key, init containers, main containers, operator state); the image of
-# each is the release table's for the chart version that runs, under the HelmChart's values
-OPERANDS: dict[str, tuple[str, str, str, list[str], list[str], str]] = {
-    "driver": ("nvidia-driver-daemonset", "driver", "driver", ["k8s-driver-manager"], ["nvidia-driver-ctr"], "state-driver"),
-    "toolkit": ("nvidia-container-toolkit-daemonset", "container-toolkit", "toolkit", ["driver-validation"],
-                ["nvidia-container-toolkit-ctr"], "state-container-toolkit"),
-    "validator": ("nvidia-operator-validator", "operator-validator", "validator",
-                  ["driver-validation", "toolkit-validation", "cuda-validation", "plugin-validation"],
-                  ["nvidia-operator-validator"], "state-operator-validation"),
-    "device-plugin": ("nvidia-device-plugin-daemonset", "device-plugin", "devicePlugin", ["toolkit-validation", "config-manager-init"],
-                      ["nvidia-device-plugin"], "state-device-plugin"),
-    "dcgm-exporter": ("nvidia-dcgm-exporter", "dcgm-exporter", "dcgmExporter", ["toolkit-validation"], ["nvidia-dcgm-exporter"],
-                      "state-dcgm-exporter"),
-    "gfd": ("gpu-feature-discovery", "gpu-feature-discovery", "gfd", ["toolkit-validation"], ["gpu-feature-discovery"],
-            "gpu-feature-discovery"),
-    "mig-manager": ("nvidia-mig-manager", "mig-manager", "migManager", ["toolkit-validation"], ["nvidia-mig-manager"],
-                    "state-mig-manager"),
-}
 FIXED_PLUGIN = (0, 17, 4)  # k8s-device-plugin v0.17.4 ignores GB10's "Not Supported" device memory (gpu-operator#1794)
 
 

@@ -5,9 +5,9 @@ A testbed given the plane (`--testbed-plane DIR`, `dgxspark-testbed up --api rea
 plane goes back to what it held right after it started (every etcd key written since is removed in etcd itself, the
 namespaces and service accounts a world relabelled are put back; the API server's watch caches see the deletions as a
 controller would), the node addresses are added to its namespace (kwok serves their kubelet port), the scenario's world
-is written through the API and the testbed's own kwok and kwokrun.py start. Detaching stops those two and frees the
-plane. What a plane of its own per testbed costs (kube-apiserver's start: its bootstrap objects, the OpenAPI of every
-built-in kind) is paid once per plane instead of once per scenario.
+is written through the API and the testbed's own kwok, kwokrun.py and controllers.py start. Detaching stops those
+three and frees the plane. What a plane of its own per testbed costs (kube-apiserver's start: its bootstrap
+objects, the OpenAPI of every built-in kind) is paid once per plane instead of once per scenario.
 
     dgxspark-testbed plane up --dir DIR      start one and return
     dgxspark-testbed plane down --dir DIR    stop it (and whatever testbed holds it loses its API)
@@ -241,7 +241,8 @@ def _holder(kept: Kept) -> dict[str, Any] | None:
 
 def _holder_alive(holder: dict[str, Any]) -> bool:
     """The testbed that holds the plane is still up: its state.json does not say down, and the process that took the
-    plane lives (still attaching, or running the suite) or its kwok or kwokrun does (`dgxspark-testbed up` returned)."""
+    plane lives (still attaching, or running the suite) or its kwok, kwokrun or controllers does (`dgxspark-testbed up`
+    returned)."""
     testbed = Path(holder.get("testbed", ""))
     try:
         state = json.loads((testbed / "state.json").read_text())
@@ -265,7 +266,7 @@ def _running(pid: int) -> bool:
 
 def take(kept: Kept, testbed_dir: Path) -> None:
     """Hold the plane for `testbed_dir`; KeptPlaneError while another live testbed holds it. A holder that died
-    (killed run) loses it: its kwok and kwokrun are stopped here."""
+    (killed run) loses it: its kwok, kwokrun and controllers are stopped here."""
     path = kept.directory / ATTACHED_FILE
     for _ in range(2):
         try:
@@ -327,8 +328,8 @@ def wipe(kept: Kept) -> dict[str, int]:
 
 def attach(kept: Kept, testbed_dir: Path, scenario: str, world: Any, node_ips: dict[str, str], *,
            on_pid: Any = None) -> realplane.ControlPlane:
-    """Take the plane, wipe it, answer the node addresses, write the world and start this testbed's kwok and
-    kwokrun.py (their files in testbed_dir, so realplane.is_ours(pid, testbed_dir) names them)."""
+    """Take the plane, wipe it, answer the node addresses, write the world and start this testbed's kwok, kwokrun.py
+    and controllers.py (their files in testbed_dir, so realplane.is_ours(pid, testbed_dir) names them)."""
     take(kept, testbed_dir)
 
     def remember(pid: int) -> None:
@@ -394,7 +395,7 @@ def _start_controller_manager(kept: Kept) -> None:
 
 
 def detach(plane_dir: Path, testbed_dir: Path, problems: list[str]) -> None:
-    """Free the plane `testbed_dir` held (its kwok and kwokrun are stopped by the testbed's teardown); the node
+    """Free the plane `testbed_dir` held (its kwok, kwokrun and controllers are stopped by the testbed's teardown); the node
     addresses go with the next attach or here. Never raises."""
     path = Path(plane_dir) / ATTACHED_FILE
     try:

@@ -28,6 +28,7 @@ KUBELET_PORT = 10250  # what the scenario's Nodes name as daemonEndpoints.kubele
 SERVICE_CIDR = "10.43.0.0/16"  # RKE2's default service range
 READY_TIMEOUT_S = 90.0
 STOP_GRACE_S = 1.0  # stop(): SIGTERM, then SIGKILL what is left after this
+CONTROLLERS_READY_S = 30.0  # controllers.py: its start (an interpreter) and one list of each kind it watches
 # the controllers a kubelet-less cluster needs: namespaces go away, service accounts and their tokens exist, and the
 # node lifecycle controller takes off the not-ready taint the NodeTaint admission puts on every new Node once it is Ready
 # (no taint-eviction controller: nothing is evicted)
@@ -122,7 +123,8 @@ def write_files(directory: Path, ca: pki.Pair, address: str, server_name: str, t
     local = f"https://127.0.0.1:{port}"
     for user, group, name in (("system:kube-scheduler", "", "scheduler"),
                               ("system:kube-controller-manager", "", "controller-manager"),
-                              ("kwok", "system:masters", "kwok"), ("system:admin", "system:masters", "admin")):
+                              ("kwok", "system:masters", "kwok"), ("system:admin", "system:masters", "admin"),
+                              ("testbed:controllers", "system:masters", "controllers")):
         _kubeconfig(cp / f"{name}.kubeconfig", local, ca, pki.client_cert(ca, user, group), user)
     lines = [f'{token},{user},{user},"{group}"' for token, (user, group) in tokens.items()]
     pki.write_private(cp / "tokens.csv", "\n".join(lines) + "\n")
@@ -215,10 +217,13 @@ def start_controllers(plane: ControlPlane, kwok_config: Path | None, *, on_pid: 
 
 
 def start_kwok(plane: ControlPlane, kwok_config: Path, cp: Path, *, on_pid: Any = None) -> None:
-    """kwok and kwokrun.py (what the containers kwok "runs" print and how they exit, as the stand-in's kubelet decides
-    it) for the world in plane.directory; `cp`: the plane's controlplane/ folder (kubeconfigs, kwok's serving pair),
-    which is plane.directory/controlplane but for a kept plane's (keptplane.py)."""
+    """kwok, kwokrun.py (what the containers kwok "runs" print and how they exit, as the stand-in's kubelet decides
+    it) and controllers.py (the GPU Operator's and helm-controller's status writes) for the world in plane.directory;
+    returns once controllers.py has listed and reconciled the world. `cp`: the plane's controlplane/ folder
+    (kubeconfigs, kwok's serving pair), which is plane.directory/controlplane but for a kept plane's (keptplane.py)."""
     bins = binaries()
+    ready = plane.directory / "controllers.ready"
+    ready.unlink(missing_ok=True)
     argvs = {
         "kwok": [str(bins["kwok"]), "--kubeconfig", str(cp / "kwok.kubeconfig"), "--config", str(kwok_config),
                  "--manage-all-nodes=true", "--server-address", f"0.0.0.0:{KUBELET_PORT}",
@@ -227,12 +232,31 @@ def start_kwok(plane: ControlPlane, kwok_config: Path, cp: Path, *, on_pid: Any 
         "kwokrun": [sys.executable, "-m", "pytest_dgxspark.testbed.kwokrun", "--kubeconfig", str(cp / "admin.kubeconfig"),
                     "--world", str(plane.directory / "workload-world.json"),
                     "--logs", str(plane.directory / "controlplane" / "logs")],
+        "controllers": [sys.executable, "-m", "pytest_dgxspark.testbed.controllers",
+                        "--kubeconfig", str(cp / "controllers.kubeconfig"), "--ready", str(ready)],
     }
+    procs = []
     for name, argv in argvs.items():
         proc = _spawn(plane.directory, plane.netns, name, argv)
+        procs.append((name, proc))
         plane.pids.append(proc.pid)
         if on_pid is not None:
             on_pid(proc.pid)
+    _wait_file(ready, plane.directory, procs[-1:], CONTROLLERS_READY_S)
+
+
+def _wait_file(path: Path, directory: Path, procs: list[tuple[str, subprocess.Popen[bytes]]], timeout_s: float) -> None:
+    """Until `path` exists; RealPlaneError with the log tail when one of `procs` exits first or it takes timeout_s."""
+    deadline = time.monotonic() + timeout_s
+    while not path.exists():
+        for name, proc in procs:
+            if proc.poll() is not None:
+                log = directory / f"{name}.log"
+                tail = log.read_text(errors="replace")[-3000:] if log.is_file() else ""
+                raise RealPlaneError(f"{name} exited with {proc.returncode} before writing {path.name}; {log}:\n{tail}")
+        if time.monotonic() > deadline:
+            raise RealPlaneError(f"{procs[0][0]} did not write {path} within {timeout_s:.0f} s; see {directory / (procs[0][0] + '.log')}")
+        time.sleep(0.05)
 
 
 def wait_ready(directory: Path, address: str, port: int, procs: list[tuple[str, subprocess.Popen[bytes]]]) -> None:
