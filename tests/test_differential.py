@@ -100,16 +100,32 @@ def _dgxspark_k8s():
     return module
 
 
-def _provisioning_calls(kubeconfig: Path, context: str) -> None:
-    """The API calls rke2/argocd/register and rke2/suite/rbac make on the cluster, through the same module."""
+def _provisioning_calls(kubeconfig: Path, context: str, management: str) -> None:
+    """The API calls rke2/argocd/register and rke2/suite/rbac make on both clusters, through the same module: the
+    preflight of both APIs, the argocd-manager objects, the token Secret read and the TokenRequest on the workload
+    cluster, the cluster Secret on the management cluster."""
     k8s = _dgxspark_k8s()
+    assert k8s.preflight(str(kubeconfig), [context, management], 20) == []
     client = k8s.Client(str(kubeconfig), context, 20)
-    argocd = jinja2.Template((REPO / "provisioning" / "roles" / "argocd_register" / "templates" / "argocd-manager.yaml.j2")
-                             .read_text()).render(argocd_register_system_namespace="kube-system")
+    templates = REPO / "provisioning" / "roles" / "argocd_register" / "templates"
+    argocd = jinja2.Template((templates / "argocd-manager.yaml.j2").read_text()).render(
+        argocd_register_system_namespace="kube-system")
     for obj in [d for d in yaml.safe_load_all(argocd) if d] + rbac.rendered("suite-rbac.yaml.j2"):
         k8s.apply(client, obj, "dgxspark-provisioning", False)
-    client.get(k8s._path("v1", "Secret", "argocd-manager-long-lived-token", "kube-system"))
+    secret = client.get(k8s._path("v1", "Secret", "argocd-manager-long-lived-token", "kube-system"))
     k8s.request_token(client, {"name": "dgxspark-suite", "namespace": "kube-system", "expiration": 3600})
+    import base64
+
+    environment = jinja2.Environment()
+    environment.filters["b64encode"] = lambda text: base64.b64encode(str(text).encode()).decode()
+    environment.filters["to_json"] = json.dumps
+    environment.filters["combine"] = lambda a, b: {**a, **b}
+    cluster_secret = yaml.safe_load(environment.from_string((templates / "cluster-secret.yaml.j2").read_text()).render(
+        argocd_register_secret_name="cluster-differential", argocd_register_namespace="argocd", argocd_register_labels={},
+        argocd_register_cluster_name="differential", argocd_register_server="https://172.29.9.2:6443",
+        argocd_register_token=base64.b64decode((secret.get("data") or {}).get("token") or "").decode() or "t",
+        argocd_register_ca=(secret.get("data") or {}).get("ca.crt") or ""))
+    k8s.apply(k8s.Client(str(kubeconfig), management, 20), cluster_secret, "dgxspark-provisioning", False)
 
 
 def _record(work: Path, monkeypatch: pytest.MonkeyPatch) -> list[Exchange]:
@@ -126,7 +142,7 @@ def _record(work: Path, monkeypatch: pytest.MonkeyPatch) -> list[Exchange]:
                               cwd=REPO, capture_output=True, text=True, timeout=400, check=False)
         assert (work / "r" / "latest" / "results.json").is_file(), proc.stdout[-3000:] + proc.stderr[-2000:]
         suite = len((testbed.directory / "exchanges.jsonl").read_text().splitlines())
-        _provisioning_calls(testbed.kubeconfig, context)
+        _provisioning_calls(testbed.kubeconfig, context, testbed.contexts["management"])
         provisioned = len((testbed.directory / "exchanges.jsonl").read_text().splitlines())
         if shutil.which("kubectl"):
             for args in KUBECTL:
@@ -135,14 +151,21 @@ def _record(work: Path, monkeypatch: pytest.MonkeyPatch) -> list[Exchange]:
         lines = (testbed.directory / "exchanges.jsonl").read_text().splitlines()
     records = [json.loads(line) for line in lines]
     sources = ["suite"] * suite + ["provisioning"] * (provisioned - suite) + ["kubectl"] * (len(records) - provisioned)
-    return [Exchange.of({**r, "source": s}) for r, s in zip(records, sources) if r["cluster"] == "workload"]
+    return [Exchange.of({**r, "source": s}) for r, s in zip(records, sources)]
 
 
 def _answers(exchanges: list[Exchange], work: Path, api: str) -> list[tuple[int | None, object]]:
+    """Each cluster's exchanges replayed on that cluster of a fresh testbed (on the real plane both are real)."""
     from pytest_dgxspark.testbed import Testbed
 
     with Testbed(SCENARIO, work / api, api=api) as testbed:  # type: ignore[call-arg]
-        return differential.replay(exchanges, testbed.kubeconfig, testbed.contexts["workload"])
+        answers: dict[int, tuple[int | None, object]] = {}
+        for cluster in ("workload", "management"):
+            mine = [i for i, e in enumerate(exchanges) if e.cluster == cluster]
+            for i, answer in zip(mine, differential.replay([exchanges[i] for i in mine], testbed.kubeconfig,
+                                                           testbed.contexts[cluster])):
+                answers[i] = answer
+        return [answers[i] for i in range(len(exchanges))]
 
 
 @pytest.mark.slow
@@ -150,12 +173,14 @@ def _answers(exchanges: list[Exchange], work: Path, api: str) -> list[tuple[int 
 def test_the_stand_in_answers_every_recorded_request_as_the_real_api_server(tmp_path, monkeypatch) -> None:
     exchanges = _record(tmp_path, monkeypatch)
     assert Counter(e.source for e in exchanges)["suite"] > 20
+    assert {e.cluster for e in exchanges} == {"workload", "management"}
     standin = _answers(exchanges, tmp_path, "standin")
     real = _answers(exchanges, tmp_path, "real")
     found = [d for e, a, b in zip(exchanges, standin, real) for d in differential.differences(e, a, b)]
     table = differential.accepted_table(DOC)
     left = differential.unexplained(found, table)
     report = {"exchanges": len(exchanges), "by_source": dict(Counter(e.source for e in exchanges)),
+              "by_cluster": dict(Counter(e.cluster for e in exchanges)),
               "differences": len(found), "unexplained": len(left), "rows": [d.row() for d in left]}
     (tmp_path / "differential.json").write_text(json.dumps(report, indent=1))
     print(json.dumps({k: v for k, v in report.items() if k != "rows"}))

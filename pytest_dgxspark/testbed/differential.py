@@ -81,17 +81,20 @@ class Exchange:
     answer: Any
     source: str = "suite"
     stream: bool = False
+    cluster: str = "workload"
 
     @property
     def request(self) -> str:
-        """'GET /api/v1/pods?limit=500': how the accepted table names requests."""
-        return f"{self.method} {self.path}" + (f"?{self.query}" if self.query else "")
+        """'GET /api/v1/pods?limit=500': how the accepted table names requests (the Argo CD management cluster's
+        begin 'management: ')."""
+        return ("" if self.cluster == "workload" else f"{self.cluster}: ") + f"{self.method} {self.path}" + \
+            (f"?{self.query}" if self.query else "")
 
     @classmethod
     def of(cls, record: dict[str, Any]) -> Exchange:
         return cls(record["method"], record["path"], record.get("query", ""), record.get("content_type", ""),
                    record.get("body", ""), record.get("status"), record.get("answer", ""), record.get("source", "suite"),
-                   bool(record.get("stream")))
+                   bool(record.get("stream")), record.get("cluster", "workload"))
 
 
 def load(path: Path, source: str) -> list[Exchange]:

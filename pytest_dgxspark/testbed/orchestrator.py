@@ -173,6 +173,9 @@ class Testbed:
             if kept is not None and self.scenario.cluster.get("faults"):
                 raise TestbedError(f"testbed {self.scenario.name}: its cluster.faults need a control plane of its own (the "
                                    f"fault proxy holds the API port); run it without the kept plane {kept.directory}")
+        # on a plane of its own the management cluster is real too (a kept plane holds one cluster: its management
+        # cluster stays on the stand-in, whose answers tests/test_differential.py checks against a real server)
+        real_mgmt = real and kept is None and with_mgmt and not mgmt.get("unreachable")
         planned = names + (["argocd-mgmt"] if with_mgmt else []) + (["controlplane"] if real and kept is None else [])
         for index, name in enumerate(planned, start=1):
             ns_name, ifname = netns.names_for(slot, index)
@@ -183,6 +186,8 @@ class Testbed:
             if name == "controlplane":  # no default route; the nodes' addresses are its own (kwok serves their kubelet port)
                 links[name] = netns.create(ns_name, ifname, host_ip, node_ip, prefix, default_route=False,
                                            local=tuple(links[n].node_ip for n in names))
+            elif name == "argocd-mgmt" and real_mgmt:  # a real kube-apiserver: no default route either
+                links[name] = netns.create(ns_name, ifname, host_ip, node_ip, prefix, default_route=False)
             else:
                 links[name] = netns.create(ns_name, ifname, host_ip, node_ip, prefix)
         node_ips = {n: links[n].node_ip for n in names}
@@ -230,12 +235,22 @@ class Testbed:
             pki.write_private(self.directory / f"{cluster}-world.json", json.dumps(payload))
             if spec.get("unreachable"):
                 continue
-            if real and cluster == "workload":
-                state["cp_pids"] = []
+            if real and (cluster == "workload" or real_mgmt):
+                state.setdefault("cp_pids", [])
 
                 def record(pid: int) -> None:
                     state["cp_pids"].append(pid)
                     _write_state(self.directory, state)
+
+                if cluster == "management":
+                    try:
+                        realplane.bring_up(self.directory / "management", link.netns, link.node_ip, "argocd-mgmt",
+                                           self.scenario.name, world, mca, {}, faults=spec.get("faults") or None,
+                                           on_pid=record, nodes=False)
+                    except Exception as exc:  # noqa: BLE001 - the message names the part that failed
+                        raise TestbedError(f"testbed {self.scenario.name}: the management cluster's real control plane "
+                                           f"did not come up: {exc}") from exc
+                    continue
 
                 try:
                     if kept is not None:
@@ -357,7 +372,9 @@ class Testbed:
         if self.api == "real":
             if self._attached is not None:  # from where this testbed's attach began in the kept plane's log
                 return keptplane.audited_since(self._attached[0], self._attached[1], "system:admin")
-            return realplane.audited_requests(self.directory / "audit.log", "system:admin")
+            management = [{**r, "cluster": "management"} for r in
+                          realplane.audited_requests(self.directory / "management" / "audit.log", "system:admin")]
+            return realplane.audited_requests(self.directory / "audit.log", "system:admin") + management
         path = self.directory / "requests.jsonl"
         if not path.is_file():
             return []

@@ -328,10 +328,12 @@ def stop(pids: list[int], directory: Path, problems: list[str]) -> None:
 
 def bring_up(directory: Path, netns: str, address: str, server_name: str, scenario: str, world: Any, ca: pki.Pair,
              tokens: dict[str, tuple[str, str]], faults: dict[str, Any] | None = None,
-             on_pid: Any = None) -> ControlPlane:
+             on_pid: Any = None, nodes: bool = True) -> ControlPlane:
     """The whole real plane for one cluster: files, etcd and kube-apiserver (ready), the world written through the
     API, then the controller manager, the scheduler and kwok; returns once the controller manager acts. With
-    `faults` (the scenario's cluster.faults) the fault proxy holds API_PORT and the server listens on DIRECT_PORT."""
+    `faults` (the scenario's cluster.faults) the fault proxy holds API_PORT and the server listens on DIRECT_PORT.
+    `nodes=False` (the Argo CD management cluster, whose nodes no check reads): etcd, kube-apiserver and the world
+    alone."""
     from pytest_dgxspark.testbed import realworld
     from pytest_dgxspark.testbed.realapi import Api
 
@@ -342,11 +344,12 @@ def bring_up(directory: Path, netns: str, address: str, server_name: str, scenar
     api = Api.from_kubeconfig(directory / "controlplane" / "admin.kubeconfig", server=plane.url)
     try:
         realworld.write(api, world, scenario)
-        realworld.write_logs(api, world, directory)
-        config = realworld.kwok_config(world, directory)
-        start_controllers(plane, config, on_pid=on_pid)
-        realworld.wait_controller_manager(api)
-        realworld.wait_nodes_settled(api, world)
+        if nodes:
+            realworld.write_logs(api, world, directory)
+            config = realworld.kwok_config(world, directory)
+            start_controllers(plane, config, on_pid=on_pid)
+            realworld.wait_controller_manager(api)
+            realworld.wait_nodes_settled(api, world)
     finally:
         api.close()
     if faults:
