@@ -277,6 +277,29 @@ class Cluster:
         self.version()
         return self
 
+    def answers_credentials(self, bearer_token: str, ca_pem: str | None, verify: bool) -> tuple[int | None, str]:
+        """GET /version on this API with other credentials, as Argo CD connects with a cluster Secret's: its bearer
+        token, the serving certificate verified against `ca_pem` (its caData; None: the system's roots) unless
+        `verify` is false (tlsClientConfig.insecure). (status, '') for an answer, (None, why) when TLS refused the
+        certificate; ClusterUnreachable for anything else (this API answered this run's own credentials)."""
+        self._raise_if_failed()
+        pool = urllib3.PoolManager(cert_reqs="CERT_REQUIRED" if verify else "CERT_NONE", ca_cert_data=ca_pem if verify else None,
+                                   retries=False, timeout=urllib3.Timeout(connect=REQUEST_TIMEOUT[0], read=REQUEST_TIMEOUT[1]))
+        try:
+            response = pool.request("GET", self.server.rstrip("/") + "/version", preload_content=True,
+                                    headers={"Authorization": f"Bearer {bearer_token}", "Accept": "application/json"})
+            return response.status, ""
+        except urllib3.exceptions.SSLError as error:
+            return None, f"{type(_innermost(error)).__name__}: {_innermost(error)}"
+        except urllib3.exceptions.MaxRetryError as error:
+            if isinstance(error.reason, urllib3.exceptions.SSLError):
+                return None, f"{type(_innermost(error.reason)).__name__}: {_innermost(error.reason)}"
+            raise self.unreachable(error, "GET /version with the Argo CD registration's credentials") from None
+        except (urllib3.exceptions.HTTPError, OSError) as error:
+            raise self.unreachable(error, "GET /version with the Argo CD registration's credentials") from None
+        finally:
+            pool.clear()
+
     def version(self) -> dict[str, Any]:
         """The /version document (fetched once)."""
         if self._version is None:

@@ -231,6 +231,14 @@ def argocd(ctx: Context, world: World, server: str, ca: bytes, token: str) -> No
     for extra in mgmt.get("other_clusters") or []:
         world.add(_cluster_secret(ctx, ns, extra["name"], extra["server"], {"bearerToken": "x", "tlsClientConfig": {"insecure": True}}))
     if registered:
+        from pytest_dgxspark.testbed import pki
+
+        # stale: what a registration written before the cluster was reinstalled holds (a token it never issued,
+        # the CA it had then)
+        if mgmt.get("registered_token") == "stale":
+            token = pki.new_token()
+        if mgmt.get("registered_ca") == "stale":
+            ca = pki.make_ca(f"rke2-server-ca@{int(ctx.created)}").cert
         config = {"bearerToken": token, "tlsClientConfig": {"insecure": False, "caData": base64.b64encode(ca).decode()}}
         world.add(_cluster_secret(ctx, ns, safe, mgmt.get("registered_server", server), config))
 
