@@ -88,3 +88,31 @@ def test_a_config_without_a_bearer_token_is_not_verifiable_never_a_pass():
     with pytest.raises(TargetError, match="not verifiable: .* holds no bearerToken"):
         _run({"execProviderConfig": {"command": "argocd-k8s-auth"}, "tlsClientConfig": {}}, cluster)
     assert cluster.calls == []
+
+
+@pytest.mark.parametrize(("status", "cause"), [(503, "server-error"), (429, "throttled"), (500, "server-error")])
+def test_a_server_fault_on_the_credential_request_is_an_error_never_the_registrations_finding(monkeypatch, status, cause):
+    """Only a 401 says the token is refused; a 5xx or 429 (the API's own fault, the Status body kube-apiserver sends)
+    is ClusterUnreachable, so the check ends as `error`, never `failed`."""
+    import urllib3
+
+    from pytest_dgxspark.targets.cluster import Cluster, ClusterUnreachable
+
+    body = json.dumps({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message":
+                       "the server is currently unable to handle the request", "reason": "ServiceUnavailable",
+                       "code": status}).encode()
+    answers = {401: b"", 200: b"{}"}
+
+    def request(self, method, url, **kwargs):
+        assert (method, url) == ("GET", SERVER + "/version")
+        code = kwargs["headers"]["Authorization"].removeprefix("Bearer ")
+        return urllib3.HTTPResponse(body=answers.get(int(code), body), status=int(code), preload_content=True)
+
+    monkeypatch.setattr(urllib3.PoolManager, "request", request)
+    monkeypatch.setattr(Cluster, "server", property(lambda self: SERVER))
+    cluster = Cluster(None, "gpu")
+    assert cluster.answers_credentials("200", None, False) == (200, "")
+    assert cluster.answers_credentials("401", None, False) == (401, "")
+    with pytest.raises(ClusterUnreachable) as raised:
+        cluster.answers_credentials(str(status), None, False)
+    assert raised.value.cause.kind == cause and f"HTTP {status}" in str(raised.value)

@@ -280,15 +280,15 @@ class Cluster:
     def answers_credentials(self, bearer_token: str, ca_pem: str | None, verify: bool) -> tuple[int | None, str]:
         """GET /version on this API with other credentials, as Argo CD connects with a cluster Secret's: its bearer
         token, the serving certificate verified against `ca_pem` (its caData; None: the system's roots) unless
-        `verify` is false (tlsClientConfig.insecure). (status, '') for an answer, (None, why) when TLS refused the
-        certificate; ClusterUnreachable for anything else (this API answered this run's own credentials)."""
+        `verify` is false (tlsClientConfig.insecure). (status, '') for a 2xx or a 401 (the token refused), (None, why)
+        when TLS refused the certificate; ClusterUnreachable for anything else, a 5xx, 429 or 403 included (a fault of
+        the API or of this run, not of the registration: this API answered this run's own credentials)."""
         self._raise_if_failed()
         pool = urllib3.PoolManager(cert_reqs="CERT_REQUIRED" if verify else "CERT_NONE", ca_cert_data=ca_pem if verify else None,
                                    retries=False, timeout=urllib3.Timeout(connect=REQUEST_TIMEOUT[0], read=REQUEST_TIMEOUT[1]))
         try:
             response = pool.request("GET", self.server.rstrip("/") + "/version", preload_content=True,
                                     headers={"Authorization": f"Bearer {bearer_token}", "Accept": "application/json"})
-            return response.status, ""
         except urllib3.exceptions.SSLError as error:
             return None, f"{type(_innermost(error)).__name__}: {_innermost(error)}"
         except urllib3.exceptions.MaxRetryError as error:
@@ -299,6 +299,11 @@ class Cluster:
             raise self.unreachable(error, "GET /version with the Argo CD registration's credentials") from None
         finally:
             pool.clear()
+        if response.status == 401 or 200 <= response.status <= 299:
+            return response.status, ""
+        error = ApiException(status=response.status, reason=response.reason,
+                             body=response.data.decode("utf-8", errors="replace") if response.data else None)
+        raise self.unreachable(error, "GET /version with the Argo CD registration's credentials")
 
     def version(self) -> dict[str, Any]:
         """The /version document (fetched once)."""

@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from pytest_dgxspark.testbed import pki
 from pytest_dgxspark.testbed.podshape import meta, ts
 from pytest_dgxspark.testbed.world import PREVIOUS, Context, World, c, owner_ref, pod, rand_name
 
@@ -231,8 +232,6 @@ def argocd(ctx: Context, world: World, server: str, ca: bytes, token: str) -> No
     for extra in mgmt.get("other_clusters") or []:
         world.add(_cluster_secret(ctx, ns, extra["name"], extra["server"], {"bearerToken": "x", "tlsClientConfig": {"insecure": True}}))
     if registered:
-        from pytest_dgxspark.testbed import pki
-
         # stale: what a registration written before the cluster was reinstalled holds (a token it never issued,
         # the CA it had then)
         if mgmt.get("registered_token") == "stale":

@@ -245,15 +245,20 @@ def start_kwok(plane: ControlPlane, kwok_config: Path, cp: Path, *, on_pid: Any 
     _wait_file(ready, plane.directory, procs[-1:], CONTROLLERS_READY_S)
 
 
+def _raise_if_exited(directory: Path, procs: list[tuple[str, subprocess.Popen[bytes]]], before: str) -> None:
+    """RealPlaneError naming the first of `procs` that has exited (before `before`), with its log's tail."""
+    for name, proc in procs:
+        if proc.poll() is not None:
+            log = directory / f"{name}.log"
+            tail = log.read_text(errors="replace")[-3000:] if log.is_file() else ""
+            raise RealPlaneError(f"{name} exited with {proc.returncode} before {before}; {log}:\n{tail}")
+
+
 def _wait_file(path: Path, directory: Path, procs: list[tuple[str, subprocess.Popen[bytes]]], timeout_s: float) -> None:
     """Until `path` exists; RealPlaneError with the log tail when one of `procs` exits first or it takes timeout_s."""
     deadline = time.monotonic() + timeout_s
     while not path.exists():
-        for name, proc in procs:
-            if proc.poll() is not None:
-                log = directory / f"{name}.log"
-                tail = log.read_text(errors="replace")[-3000:] if log.is_file() else ""
-                raise RealPlaneError(f"{name} exited with {proc.returncode} before writing {path.name}; {log}:\n{tail}")
+        _raise_if_exited(directory, procs, f"writing {path.name}")
         if time.monotonic() > deadline:
             raise RealPlaneError(f"{procs[0][0]} did not write {path} within {timeout_s:.0f} s; see {directory / (procs[0][0] + '.log')}")
         time.sleep(0.05)
@@ -267,11 +272,7 @@ def wait_ready(directory: Path, address: str, port: int, procs: list[tuple[str, 
     deadline = time.monotonic() + READY_TIMEOUT_S
     last = "no answer yet"
     while time.monotonic() < deadline:
-        for name, proc in procs:
-            if proc.poll() is not None:
-                log = directory / f"{name}.log"
-                tail = log.read_text(errors="replace")[-3000:] if log.is_file() else ""
-                raise RealPlaneError(f"{name} exited with {proc.returncode} before the API server was ready; {log}:\n{tail}")
+        _raise_if_exited(directory, procs, "the API server was ready")
         try:
             status, body = api.request("GET", "/readyz", raw=True)
             if status == 200:
