@@ -21,22 +21,22 @@ class FakeApi:
 
     def __init__(self) -> None:
         self.calls: list[str] = []
-        self.namespaces: dict[str, SimpleNamespace] = {}
-        self.leases: dict[str, SimpleNamespace] = {}
+        self.namespaces: dict[str, dict] = {}  # the API's JSON, as targets/core.py answers
+        self.leases: dict[str, dict] = {}
         self.fail = False
 
     def create_namespace(self, body, **_):
         self.calls.append(f"create ns {body['metadata']['name']}")
         md = body["metadata"]
-        self.namespaces[md["name"]] = SimpleNamespace(metadata=SimpleNamespace(
-            name=md["name"], labels=md["labels"], creation_timestamp=time.time()), status=None)
+        self.namespaces[md["name"]] = {"metadata": {"name": md["name"], "labels": md["labels"],
+                                                    "creationTimestamp": time.time()}}
 
     def read_namespace(self, name, **_):
         return self.namespaces[name]
 
     def list_namespace(self, label_selector, **_):
         self.calls.append("list ns")
-        return SimpleNamespace(items=list(self.namespaces.values()))
+        return {"items": list(self.namespaces.values())}
 
     def delete_namespace(self, name, **_):
         self.calls.append(f"delete ns {name}")
@@ -46,8 +46,8 @@ class FakeApi:
 
     def create_namespaced_lease(self, namespace, body, **_):
         self.calls.append(f"create lease {namespace}")
-        self.leases[namespace] = SimpleNamespace(spec=SimpleNamespace(
-            renew_time=body["spec"]["renewTime"], lease_duration_seconds=body["spec"]["leaseDurationSeconds"]))
+        self.leases[namespace] = {"spec": {"renewTime": body["spec"]["renewTime"],
+                                           "leaseDurationSeconds": body["spec"]["leaseDurationSeconds"]}}
 
     def read_namespaced_lease(self, name, namespace, **_):
         if namespace not in self.leases:
@@ -70,12 +70,10 @@ def _cluster(api: FakeApi) -> SimpleNamespace:
 
 def _plant(api: FakeApi, name: str, age_s: float, lease_age_s: float | None) -> None:
     now = time.time()
-    api.namespaces[name] = SimpleNamespace(metadata=SimpleNamespace(
-        name=name, labels={cudarun.RUN_LABEL: name.removeprefix("dgxspark-cuda-")}, creation_timestamp=now - age_s),
-        status=None)
+    api.namespaces[name] = {"metadata": {"name": name, "labels": {cudarun.RUN_LABEL: name.removeprefix("dgxspark-cuda-")},
+                                         "creationTimestamp": now - age_s}}
     if lease_age_s is not None:
-        api.leases[name] = SimpleNamespace(spec=SimpleNamespace(renew_time=cudarun._micro(now - lease_age_s),
-                                                                lease_duration_seconds=30))
+        api.leases[name] = {"spec": {"renewTime": cudarun._micro(now - lease_age_s), "leaseDurationSeconds": 30}}
 
 
 def test_the_namespace_and_lease_carry_the_run_id_and_the_renewal_stops_before_the_delete(monkeypatch):
@@ -133,7 +131,7 @@ class SameSecondApi(FakeApi):
 
     def create_namespace(self, body, **kw):
         super().create_namespace(body, **kw)
-        self.namespaces[body["metadata"]["name"]].metadata.creation_timestamp = 1_780_000_000.0
+        self.namespaces[body["metadata"]["name"]]["metadata"]["creationTimestamp"] = 1_780_000_000.0
 
 
 def test_a_run_made_in_our_second_after_our_create_is_seen_so_only_one_of_the_two_goes(monkeypatch):

@@ -16,6 +16,7 @@ import pytest
 import urllib3
 import yaml
 
+from pytest_dgxspark.targets.core import Core
 from pytest_dgxspark.testbed import Testbed
 from pytest_dgxspark.testbed.scenario import ScenarioError, bundled, deep_merge, load
 from tests.conftest import alias_bomb
@@ -201,6 +202,10 @@ def test_cuda_pod_is_scheduled_runs_and_succeeds_with_the_vectoradd_log(healthy:
     assert pod.status.container_statuses[0].state.terminated.reason == "Completed"
     expected = "".join(l + "\n" for l in VECTORADD_LOG.read_text().splitlines() if not l.startswith("# SOURCE"))
     assert v1.read_namespaced_pod_log("cuda-vectoradd", "cuda-ok") == expected
+    assert Core(v1.api_client).read_namespaced_pod_log("cuda-vectoradd", "cuda-ok") == expected  # the suite's call
+    with pytest.raises(client.ApiException) as refused:  # as kube-apiserver 1.34 answers (seen on the real plane)
+        v1.read_namespaced_pod_log("cuda-vectoradd", "cuda-ok", _headers={"Accept": "text/plain"})
+    assert refused.value.status == 406 and "application/json, application/yaml" in json.loads(refused.value.body)["message"]
     reasons = [e.reason for e in v1.list_namespaced_event("cuda-ok", field_selector="involvedObject.name=cuda-vectoradd").items]
     assert reasons == ["Scheduled", "Pulling", "Pulled", "Created", "Started"]
     with pytest.raises(client.ApiException) as info:

@@ -10,7 +10,6 @@ from datetime import datetime, timezone
 from typing import Any, TypeVar
 
 import pytest
-from kubernetes import client as k8s_client
 from kubernetes.client.exceptions import ApiException
 
 from pytest_dgxspark.checking import TargetError
@@ -92,15 +91,29 @@ def _forbidden(error: BaseException) -> str | None:
     return "HTTP 403 Forbidden" if getattr(getattr(error, "cause", None), "kind", None) == "forbidden" else None
 
 
+def _name(obj: dict[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("name") or "")
+
+
+def _labels(obj: dict[str, Any]) -> dict[str, str]:
+    return (obj.get("metadata") or {}).get("labels") or {}
+
+
+def _created(obj: dict[str, Any]) -> Any:
+    return (obj.get("metadata") or {}).get("creationTimestamp")
+
+
+def _phase(obj: dict[str, Any]) -> str | None:
+    return (obj.get("status") or {}).get("phase")
+
+
 def _lease_alive(lease: Any, now: float) -> bool:
-    """A Lease renewed within its duration (times and durations as the API gives them)."""
-    spec = getattr(lease, "spec", None) or (lease.get("spec") if isinstance(lease, dict) else None)
-    if spec is None:
+    """A Lease (its JSON) renewed within its duration (times and durations as the API gives them)."""
+    spec = lease.get("spec") if isinstance(lease, dict) else None
+    if not isinstance(spec, dict):
         return False
-    renew = getattr(spec, "renew_time", None) if not isinstance(spec, dict) else spec.get("renewTime")
-    duration = getattr(spec, "lease_duration_seconds", None) if not isinstance(spec, dict) else spec.get(
-        "leaseDurationSeconds")
-    renewed = _parse_time(renew)
+    duration = spec.get("leaseDurationSeconds")
+    renewed = _parse_time(spec.get("renewTime"))
     return renewed is not None and now - renewed <= int(duration or LEASE_DURATION_S)
 
 
@@ -126,8 +139,9 @@ class CudaRun:
         self._created_at: float | None = None  # monotonic time of the create's answer
 
     @property
-    def coordination(self) -> k8s_client.CoordinationV1Api:
-        return k8s_client.CoordinationV1Api(self.cluster.api)
+    def coordination(self) -> Any:
+        """The Lease calls (coordination.k8s.io/v1): targets/core.py's, on the cluster's client."""
+        return self.cluster.core
 
     # --- this run's namespace -----------------------------------------------------------------------------------
     def create(self) -> None:
@@ -221,21 +235,21 @@ class CudaRun:
         listed = self.cluster.call(self.cluster.core.list_namespace, label_selector=selector,
                                    _request_timeout=REQUEST_TIMEOUT)
         # this run's other namespaces (another check's, deleted before this one began) are no other run's
-        return [ns for ns in listed.items if ns.metadata.name != self.name and ns.metadata.name.startswith("dgxspark-cuda-")
-                and (ns.metadata.labels or {}).get(RUN_LABEL) != self.run_id]
+        return [ns for ns in listed.get("items") or [] if _name(ns) != self.name and _name(ns).startswith("dgxspark-cuda-")
+                and _labels(ns).get(RUN_LABEL) != self.run_id]
 
     def _alive(self, namespace: Any, now: float) -> tuple[bool, str]:
         """Whether the run that made `namespace` provably still lives (its Lease renewed), and why."""
-        if namespace.status is not None and getattr(namespace.status, "phase", None) == "Terminating":
+        if _phase(namespace) == "Terminating":
             return False, "already terminating"
         try:
-            lease = self.cluster.call(self.coordination.read_namespaced_lease, LEASE_NAME, namespace.metadata.name,
+            lease = self.cluster.call(self.coordination.read_namespaced_lease, LEASE_NAME, _name(namespace),
                                       _request_timeout=REQUEST_TIMEOUT)
         except ApiException as error:
             if error.status != 404:
                 raise
             lease = None
-        created = _parse_time(namespace.metadata.creation_timestamp) or now
+        created = _parse_time(_created(namespace)) or now
         if lease is not None and _lease_alive(lease, now):
             return True, f"its run's Lease {LEASE_NAME} was renewed within {LEASE_DURATION_S} s"
         if lease is not None:
@@ -248,18 +262,18 @@ class CudaRun:
         """Report every earlier run's namespace; remove those whose run is provably gone."""
         now = time.time()
         for namespace in self._others():
-            md = namespace.metadata
-            run_id = (md.labels or {}).get(RUN_LABEL, md.name.removeprefix("dgxspark-cuda-"))
-            created = _micro(_parse_time(md.creation_timestamp) or now)
-            if namespace.status is not None and getattr(namespace.status, "phase", None) == "Terminating":
-                self.leftovers.append(Leftover(md.name, run_id, created, "being removed: already terminating"))
+            name = _name(namespace)
+            run_id = _labels(namespace).get(RUN_LABEL, name.removeprefix("dgxspark-cuda-"))
+            created = _micro(_parse_time(_created(namespace)) or now)
+            if _phase(namespace) == "Terminating":
+                self.leftovers.append(Leftover(name, run_id, created, "being removed: already terminating"))
                 continue
             alive, why = self._alive(namespace, now)
             if alive:
-                self.leftovers.append(Leftover(md.name, run_id, created, f"kept: {why}"))
+                self.leftovers.append(Leftover(name, run_id, created, f"kept: {why}"))
                 continue
             try:
-                self.cluster.call(self.cluster.core.delete_namespace, md.name, propagation_policy="Background",
+                self.cluster.call(self.cluster.core.delete_namespace, name, propagation_policy="Background",
                                   _request_timeout=REQUEST_TIMEOUT)
                 state = f"removed: {why}"
             except ApiException as error:
@@ -269,16 +283,15 @@ class CudaRun:
                 if _forbidden(error) is None:
                     raise
                 state = f"removal failed: {_forbidden(error)} ({why})"
-            self.leftovers.append(Leftover(md.name, run_id, created, state))
+            self.leftovers.append(Leftover(name, run_id, created, state))
 
     def live_others(self) -> list[str]:
         """Live runs that came first (creation time, then name: every run sees the same order, so none deadlock)."""
         now = time.time()
         others = self._others()
-        mine = next((_parse_time(ns.metadata.creation_timestamp) for ns in self._own()), None) or now
-        first = [ns for ns in others
-                 if ((_parse_time(ns.metadata.creation_timestamp) or now), ns.metadata.name) < (mine, self.name)]
-        return [ns.metadata.name for ns in first if self._alive(ns, now)[0]]
+        mine = next((_parse_time(_created(ns)) for ns in self._own()), None) or now
+        first = [ns for ns in others if ((_parse_time(_created(ns)) or now), _name(ns)) < (mine, self.name)]
+        return [_name(ns) for ns in first if self._alive(ns, now)[0]]
 
     def _own(self) -> list[Any]:
         try:

@@ -51,16 +51,17 @@ STUCK = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrI
                    "CreateContainerError", "CreateContainerConfigError", "RunContainerError"})
 
 
-def _stuck_reason(pod: Any) -> str | None:
-    for cs in (pod.status.init_container_statuses or []) + (pod.status.container_statuses or []):
-        waiting = cs.state.waiting if cs.state else None
-        if waiting is not None and waiting.reason in STUCK:
-            return waiting.reason
+def _stuck_reason(pod: dict[str, Any]) -> str | None:
+    status = pod.get("status") or {}
+    for cs in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
+        waiting = (cs.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") in STUCK:
+            return str(waiting["reason"])
     return None
 
 
-def _done(pod: Any) -> bool:
-    return pod.status is not None and (pod.status.phase in TERMINAL or _stuck_reason(pod) is not None)
+def _done(pod: dict[str, Any]) -> bool:
+    return bool(pod.get("status")) and ((pod.get("status") or {}).get("phase") in TERMINAL or _stuck_reason(pod) is not None)
 
 
 def watch_until_done(cluster: Any, namespace: str, names: set[str], timeout_s: int) -> dict[str, str]:
@@ -73,28 +74,31 @@ def watch_until_done(cluster: Any, namespace: str, names: set[str], timeout_s: i
     phases: dict[str, str] = {}
     done: set[str] = set()
 
-    def seen(pod: Any) -> None:
+    def seen(pod: dict[str, Any]) -> None:
         reason = _stuck_reason(pod)
-        phases[pod.metadata.name] = pod.status.phase if reason is None or pod.status.phase in TERMINAL else \
-            f"{pod.status.phase} ({reason})"
+        name, phase = pod["metadata"]["name"], (pod.get("status") or {}).get("phase")
+        phases[name] = phase if reason is None or phase in TERMINAL else f"{phase} ({reason})"
         if _done(pod):
-            done.add(pod.metadata.name)
+            done.add(name)
         else:
-            done.discard(pod.metadata.name)
+            done.discard(name)
 
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline and not names <= done:
         listing = cluster.call(core.list_namespaced_pod, namespace, _request_timeout=(10, 30))
-        for pod in listing.items:
+        for pod in listing.get("items") or []:
             seen(pod)
         remaining = int(deadline - time.monotonic())
         if names <= done or remaining < 1:
             break
         stream = watch.Watch()
         try:
-            for event in stream.stream(core.list_namespaced_pod, namespace, resource_version=listing.metadata.resource_version,
+            # Core's methods name no model type, so each event's object is the pod's JSON, as the list's items are
+            for event in stream.stream(core.list_namespaced_pod, namespace,
+                                       resource_version=(listing.get("metadata") or {}).get("resourceVersion"),
                                        timeout_seconds=min(remaining, 60), _request_timeout=(10, min(remaining, 60) + 10)):
-                seen(event["object"])
+                if event.get("type") in ("ADDED", "MODIFIED", "DELETED") and isinstance(event.get("object"), dict):
+                    seen(event["object"])
                 if names <= done:
                     stream.stop()
         except ApiException as error:
@@ -117,7 +121,7 @@ def pod_diagnostics(cluster: Any, namespace: str, name: str) -> PodStory | str:
         pod = cluster.call(cluster.core.read_namespaced_pod, name, namespace, _request_timeout=(10, 30))
     except ApiException as error:
         return f"pod {name} unreadable: HTTP {error.status}: {status_message(error)}"
-    return pod_story(cluster, cluster.core.api_client.sanitize_for_serialization(pod))
+    return pod_story(cluster, pod)
 
 
 def why_not_passed(result: dict[str, Any], timeout_s: int) -> str:

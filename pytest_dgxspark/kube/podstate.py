@@ -148,7 +148,7 @@ def list_events(cluster: Any, namespace: str, name: str) -> list[dict[str, Any]]
     except ApiException as error:
         return [{"type": "Unknown", "reason": "EventsUnreadable", "involvedObject": {"name": name},
                  "message": f"HTTP {error.status}: {status_message(error)}"}]
-    return [cluster.core.api_client.sanitize_for_serialization(e) for e in found.items]
+    return list(found.get("items") or [])
 
 
 def status_message(error: ApiException) -> str:

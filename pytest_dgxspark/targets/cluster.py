@@ -16,6 +16,7 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_expo
 from pytest_dgxspark.checking import Finding, TargetError
 from pytest_dgxspark.data.yamlload import loads_json
 from pytest_dgxspark.targets.causes import API_CAUSES, api_cause, for_management, is_transport_error, observed_status
+from pytest_dgxspark.targets.core import Core
 
 API_MAX_BYTES = 512 * 1024 * 1024  # a whole list of a 16-node cluster's pods is a few MiB
 
@@ -150,6 +151,7 @@ class Cluster:
         self.kubeconfig = Path(kubeconfig) if kubeconfig else None
         self.context = context
         self._api: k8s_client.ApiClient | None = None
+        self._core: Core | None = None
         self._cache: dict[tuple[str, str | None, str | None], list[dict[str, Any]]] = {}
         self.not_served: dict[str, str] = {}  # CRD kind -> the message of its 404 (asked once per run)
         self._version: dict[str, Any] | None = None
@@ -199,9 +201,11 @@ class Cluster:
         return self._api
 
     @property
-    def core(self) -> k8s_client.CoreV1Api:
-        """CoreV1Api over the same client (for the CUDA sample pod, the only writer)."""
-        return k8s_client.CoreV1Api(self.api)
+    def core(self) -> Core:
+        """The CUDA sample's core and coordination calls over the same client (targets/core.py: plain JSON)."""
+        if self._core is None:
+            self._core = Core(self.api)
+        return self._core
 
     def _raise_if_failed(self) -> None:
         if self._failure is not None:

@@ -82,6 +82,7 @@ class Exchange:
     source: str = "suite"
     stream: bool = False
     cluster: str = "workload"
+    accept: str = ""  # the request's Accept header, sent again as recorded (protobuf is asked for as JSON)
 
     @property
     def request(self) -> str:
@@ -94,7 +95,7 @@ class Exchange:
     def of(cls, record: dict[str, Any]) -> Exchange:
         return cls(record["method"], record["path"], record.get("query", ""), record.get("content_type", ""),
                    record.get("body", ""), record.get("status"), record.get("answer", ""), record.get("source", "suite"),
-                   bool(record.get("stream")), record.get("cluster", "workload"))
+                   bool(record.get("stream")), record.get("cluster", "workload"), record.get("accept", ""))
 
 
 def load(path: Path, source: str) -> list[Exchange]:
@@ -261,7 +262,7 @@ def replay_body(exchange: Exchange) -> bytes | None:
 
 def replay(exchanges: Iterable[Exchange], kubeconfig: Path, context: str, timeout: float = 30.0) -> list[tuple[int | None, Any]]:
     """Send every exchange's request again, in order, to the API of `context` (as that context's user); each answer
-    as (status, decoded body). JSON is asked for where the recording asked for protobuf (bodies must be comparable);
+    as (status, decoded body). The recorded Accept is sent, JSON where it asked for protobuf (bodies must compare);
     a watch is bounded to 1 s."""
     from kubernetes import client, config
 
@@ -279,7 +280,12 @@ def replay(exchanges: Iterable[Exchange], kubeconfig: Path, context: str, timeou
                 query = re.sub(r"(^|&)timeoutSeconds=\d+", "", query).strip("&")
                 query = (query + "&" if query else "") + "timeoutSeconds=1"
             url = configuration.host + exchange.path + (f"?{query}" if query else "")
-            headers = {"Accept": "application/json"}
+            # the recorded Accept where it is plain media types (a pods/log GET that accepts only text/plain is a 406
+            # on kube-apiserver); JSON where it named nothing, protobuf, or parameters (kubectl's Table and aggregated
+            # discovery: docs/differential.md, what is not compared)
+            accept = exchange.accept if exchange.accept and _PROTOBUF not in exchange.accept \
+                and ";" not in exchange.accept else "application/json"
+            headers = {"Accept": accept}
             if exchange.content_type:
                 headers["Content-Type"] = exchange.content_type.split(";")[0]
             api.update_params_for_auth(headers, [], ["BearerToken"], exchange.path, exchange.method, None)

@@ -250,6 +250,10 @@ PREVIOUS = "#previous"  # logs key suffix of a container's previous (terminated)
 
 def _pod_log(h: Exchange, namespace: str, name: str, query: dict[str, str]) -> None:
     """GET pods/log as kube-apiserver proxies it to the kubelet: per container, `previous`, `tailLines`, `limitBytes`."""
+    accept = (h.headers.get("Accept") or "*/*").lower()
+    if not any(kind in accept for kind in ("json", "yaml", "protobuf", "cbor", "*/*")):  # text/plain alone: 406
+        raise ApiError(406, "NotAcceptable", "only the following media types are accepted: application/json, "
+                       "application/yaml, application/vnd.kubernetes.protobuf")
     pod = h.server.store.get("/pods", namespace, name)
     if pod is None:
         raise ApiError(404, "NotFound", f'pods "{name}" not found', {"name": name, "kind": "pods"})

@@ -167,7 +167,7 @@ def test_time_slicing_gives_each_replica_the_shared_gpu(
     if declared is not None and not declared.replicas and declared.configmap:  # a ConfigMap made apart from the chart
         configmap = cluster.call(cluster.core.read_namespaced_config_map, declared.configmap, operator_namespace,
                                  _request_timeout=(10, 30))
-        declared = site_sharing(site_values, dict(configmap.data or {}))
+        declared = site_sharing(site_values, dict(configmap.get("data") or {}))
     evidence.record("declared GPU sharing (devicePlugin.config)", None if declared is None else {
         "configmap": declared.configmap, "default": declared.default, "replicas": declared.replicas,
         "problems": list(declared.problems)})
