@@ -171,7 +171,7 @@ def test_a_signal_that_meets_the_namespace_delete_leaves_it_for_the_teardown_to_
 
 
 def test_a_testbed_left_by_a_sigkilled_run_is_found_stopped_and_reported_by_the_next(tmp_path):
-    from pytest_dgxspark.testbed import DIR_PREFIX
+    from pytest_dgxspark.testbed import DIR_PREFIX, leftovers
     from tests.conftest import REPO
 
     run = [sys.executable, "-m", "pytest", "suites", "--testbed", "healthy", "-q", "-p", "no:cacheprovider",
@@ -192,8 +192,10 @@ def test_a_testbed_left_by_a_sigkilled_run_is_found_stopped_and_reported_by_the_
     while started is None:
         assert proc.poll() is None and time.monotonic() < deadline, "the first run ended before its testbed was up"
         for directory in set(temp.glob(f"{DIR_PREFIX}*")) - before:
-            state = directory / "state.json"
-            if state.is_file() and json.loads(state.read_text() or "{}").get("hosts"):
+            state, owner = directory / "state.json", directory / leftovers.OWNER
+            # this run's testbed (its owner record names its pid), not one a test on another worker brought up
+            mine = owner.is_file() and json.loads(owner.read_text() or "{}").get("pid") == proc.pid
+            if mine and state.is_file() and json.loads(state.read_text() or "{}").get("hosts"):
                 started = directory
         time.sleep(0.2)
     time.sleep(1)
