@@ -225,6 +225,16 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
 
 
 @pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """A signal (or the deadline) whose KeyboardInterrupt Python dropped still stops the run before the next test: the
+    handler raises it wherever the main thread is, and raised inside a finalizer (`__del__` of a closed response, a
+    weakref callback) it is only printed as 'Exception ignored', while the run is already asked to end."""
+    ended = exitpath.current()
+    if ended is not None and ended.pending() and not ended.finishing:
+        raise KeyboardInterrupt(ended.reason())
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     state = item.config.stash.get(state_key, None)
     rule = item_rule(item)
@@ -316,6 +326,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int):
     ended = exitpath.current()
     if ended is not None and ended.cause == "deadline":
         session.exitstatus = closing.EXIT_INCOMPLETE  # no one interrupted it: the run took too long
+    elif ((results or {}).get("run") or {}).get("interrupted", {}).get("cause") == "interrupted":
+        # a signal after the last test but before the results were judged: pytest saw no KeyboardInterrupt, yet the
+        # results say interrupted, and README's exit table says 2 for that (seen: a SIGHUP as the CUDA sample ended)
+        session.exitstatus = pytest.ExitCode.INTERRUPTED
     return result
 
 

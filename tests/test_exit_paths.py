@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import stat
 import subprocess
@@ -80,6 +81,36 @@ def test_a_signal_ends_the_run_with_a_sealed_incomplete_bundle(pytester, suite, 
     assert results["run"]["interrupted"]["signals"] == signals
     if "SIGHUP" not in signals:  # after SIGHUP the terminal is gone: nothing is written to it
         assert "dgxspark: INCOMPLETE" in output, output[-3000:]
+
+
+# A check during which the run's SIGTERM comes while Python runs a finalizer: the handler's KeyboardInterrupt is raised
+# there and Python only prints it ('Exception ignored in'), so the check itself passes.
+LOST = ("import os, pathlib, signal\n"
+        "class _Finalized:\n    def __del__(self):\n        os.kill(os.getpid(), signal.SIGTERM)\n\n"
+        "@pytest.mark.rule('ADR-0001.site-layout')\ndef test_a_first(site):\n    _Finalized()\n    assert site.name\n\n"
+        "@pytest.mark.rule('ADR-0002.host-nvml')\ndef test_c_never():\n    pathlib.Path('ran').write_text('x')\n")
+
+
+def test_a_signal_whose_interrupt_python_dropped_still_stops_the_run_before_the_next_check_and_exits_2(pytester, suite):
+    suite("host", LOST)
+    proc = _start(pytester)
+    output, _ = proc.communicate(timeout=120)
+    assert "Exception ignored" in output, output[-3000:]  # the interrupt was lost where the signal met the run
+    assert not (pytester.path / "ran").exists(), "the next check ran after the run was asked to end"
+    assert proc.returncode == pytest.ExitCode.INTERRUPTED, output[-3000:]  # README's exit table: interrupted is 2
+    # Python's own report of the dropped interrupt is the one traceback allowed
+    rest = re.sub(r"Exception ignored in:.*?KeyboardInterrupt: interrupted by SIGTERM", "", output, count=1, flags=re.S)
+    results = _assert_sealed_incomplete(pytester, rest, "interrupted", "SIGTERM")
+    assert results["run"]["interrupted"]["signals"] == ["SIGTERM"]
+
+
+def test_a_signal_dropped_in_the_last_check_still_exits_2_as_its_interrupted_results_say(pytester, suite):
+    suite("host", LOST.split("\n\n@pytest.mark.rule('ADR-0002.host-nvml')")[0] + "\n")  # no check after it
+    proc = _start(pytester)
+    output, _ = proc.communicate(timeout=120)
+    results = json.loads((_bundle(pytester) / "results.json").read_text())
+    assert (results["verdict"], results["run"]["interrupted"]["by"]) == ("INCOMPLETE", "SIGTERM"), output[-3000:]
+    assert proc.returncode == pytest.ExitCode.INTERRUPTED, output[-3000:]  # not 8: the results say interrupted
 
 
 def test_the_deadline_stops_the_whole_run_incomplete(pytester, suite):
