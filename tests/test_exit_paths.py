@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import stat
 import subprocess
@@ -201,7 +202,7 @@ def test_a_signal_that_meets_the_namespace_delete_leaves_it_for_the_teardown_to_
     assert cluster.deletes == 2  # once deleted, no further call
 
 
-def test_a_testbed_left_by_a_sigkilled_run_is_found_stopped_and_reported_by_the_next(tmp_path):
+def test_a_testbed_left_by_a_sigkilled_run_is_found_stopped_and_reported_by_the_next(tmp_path, request):
     from pytest_dgxspark.testbed import DIR_PREFIX, leftovers
     from tests.conftest import REPO
 
@@ -215,9 +216,14 @@ def test_a_testbed_left_by_a_sigkilled_run_is_found_stopped_and_reported_by_the_
                                          "extends: healthy\ncluster:\n  faults: {latency_ms: 60000}\n"
                                          "expect: {rules: {}, root_causes: []}\n")
     first = [*run[:5], str(stuck), *run[6:]]
-    temp = Path(tempfile.gettempdir())
+    # Both runs keep their testbeds in a temporary folder of their own: a suite run on another worker sweeps the
+    # leftovers it finds in the shared one, and had stopped (and reported) this one before the second run looked
+    # (seen in CI). The folder's path is short: the testbed's sockets live under it.
+    temp = Path(tempfile.mkdtemp(prefix="k", dir="/tmp"))
+    request.addfinalizer(lambda: shutil.rmtree(temp, ignore_errors=True))
+    env = {**os.environ, "TMPDIR": str(temp)}
     before = set(temp.glob(f"{DIR_PREFIX}*"))
-    proc = subprocess.Popen(first, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(first, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     started = None
     while started is None:
@@ -235,7 +241,7 @@ def test_a_testbed_left_by_a_sigkilled_run_is_found_stopped_and_reported_by_the_
     proc.wait(timeout=30)
     pids = json.loads((started / "state.json").read_text())["pids"]
     assert any(Path(f"/proc/{pid}").exists() for pid in pids), "the killed run's testbed is still running"
-    second = subprocess.run(run, cwd=REPO, capture_output=True, text=True, timeout=300)
+    second = subprocess.run(run, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     out = second.stdout + second.stderr
     assert "a testbed left running by a killed run" in out and str(started) in out, out[-3000:]
     assert not started.exists()
