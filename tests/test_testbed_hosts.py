@@ -24,7 +24,7 @@ import pytest
 import testinfra
 import yaml
 
-from pytest_dgxspark.testbed import captures, hostfiles, hosts, native, netns
+from pytest_dgxspark.testbed import captures, hostfiles, hosts, leftovers, native, netns
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or not shutil.which("unshare") or not os.path.exists("/usr/sbin/sshd"),
@@ -667,3 +667,40 @@ def test_sysctl_answers_the_scenarios_kernel_parameters_and_users_adds_system_ac
         assert node.ssh(probe.ETCD_ACCOUNT).stdout == ("/etc/passwd:etcd:x:990:990:etcd user:/nonexistent:/sbin/nologin\n"
                                                        "/etc/group:etcd:x:990:\n")
         assert node.ssh("grep -c '^root:' /etc/passwd").stdout == "1\n"  # the machine's accounts are kept
+
+
+@contextlib.contextmanager
+def _other_pidns() -> Iterator[tuple[int, int]]:
+    """Another host's pid namespace, as `unshare --pid --fork --kill-child` makes one: (its PID 1, its inode)."""
+    launcher = subprocess.Popen(["unshare", "--pid", "--fork", "--kill-child", "sleep", "60"])
+    try:
+        deadline = time.monotonic() + 10
+        while (init := hosts._child_of(launcher.pid)) is None or _ns(str(init)) == _ns("self"):
+            assert time.monotonic() < deadline, "unshare's child never appeared in a pid namespace of its own"
+            time.sleep(0.01)
+        yield init, _ns(str(init))
+    finally:
+        launcher.kill()
+        launcher.wait(timeout=10)
+
+
+def test_stopping_a_gone_host_spares_the_namespace_that_got_its_inode_number(tmp_path: Path) -> None:
+    # The kernel gives a freed pid namespace's inode number to the next one made: a host stopped twice (start_host's
+    # own stop, then the testbed's teardown), or a leftover stopped later, must not sweep whoever holds it now.
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    with _other_pidns() as (init, inode):
+        (tmp_path / "host.json").write_text(json.dumps({"launcher_pid": None, "init_pid": gone.pid, "pidns": inode,
+                                                        "init_start": "1", "netns": "none"}))
+        hosts.stop_host(hosts.HostHandle("gone", "127.0.0.1", 22, "none", gone.pid, tmp_path))
+        assert Path(f"/proc/{init}").exists() and _ns(str(init)) == inode, "another host's PID 1 was killed"
+        # the pid of PID 1 itself, reused: its start time is not the one host.json keeps
+        (tmp_path / "host.json").write_text(json.dumps({"launcher_pid": None, "init_pid": init, "pidns": inode,
+                                                        "init_start": "1", "netns": "none"}))
+        hosts.stop_host(hosts.HostHandle("reused", "127.0.0.1", 22, "none", init, tmp_path))
+        assert Path(f"/proc/{init}").exists(), "a process that only reuses the host's PID 1 number was killed"
+        # and the host's own namespace still goes, PID 1 and all
+        (tmp_path / "host.json").write_text(json.dumps({"launcher_pid": None, "init_pid": init, "pidns": inode,
+                                                        "init_start": leftovers.start_time(init), "netns": "none"}))
+        hosts.stop_host(hosts.HostHandle("own", "127.0.0.1", 22, "none", init, tmp_path))
+        assert not [p for p in os.listdir("/proc") if p.isdigit() and _ns(p) == inode]

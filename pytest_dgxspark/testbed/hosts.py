@@ -16,6 +16,7 @@ from typing import Any
 
 from pytest_dgxspark.testbed import hostfiles, netns
 from pytest_dgxspark.testbed.hostspec import AGENT_OVERRIDES, DEFAULTS, host_spec  # noqa: F401 - re-exported
+from pytest_dgxspark.testbed.leftovers import start_time
 
 NODEINIT = Path(__file__).resolve().parent / "native" / "nodeinit.py"
 START_TIMEOUT_S = 30.0
@@ -152,7 +153,7 @@ def start_host(name: str, spec: dict[str, Any], *, node_dir: Path, link: netns.L
     handle = HostHandle(name, link.node_ip, 22, link.netns, init_pid or proc.pid, node_dir)
     (node_dir / "host.json").write_text(json.dumps({
         "launcher_pid": proc.pid, "init_pid": init_pid, "pidns": _ns_inode(init_pid, "pid") if init_pid else None,
-        "netns": link.netns}))
+        "init_start": start_time(init_pid) if init_pid else None, "netns": link.netns}))
     why = None
     if not (node_dir / "ready").exists():
         why = f"its PID 1 did not finish setting up:\n{_tail(node_dir / 'init-error.txt')}\ninit.log:\n{_tail(node_dir / 'init.log')}"
@@ -177,31 +178,59 @@ def _pids_in_pidns(inode: int) -> list[int]:
     return pids
 
 
+def _hold_pidns(info: dict[str, Any], fallback_pid: int) -> int | None:
+    """An open descriptor on the host's pid namespace while its PID 1 is the process host.json names, else None.
+
+    A namespace's inode number names it only while it exists: the kernel gives a freed one to the next namespace made
+    (two `unshare --pid` in a row get the same number), so a sweep by a stale number killed another host's PID 1 as
+    it started (its unshare printed 'sigprocmask unblock failed: Invalid argument', how unshare --kill-child words a
+    child SIGKILLed). Holding the descriptor keeps the namespace, and its number, ours until the sweep is done.
+    """
+    init_pid, inode = info.get("init_pid") or fallback_pid, info.get("pidns")
+    if inode is None or (info.get("init_start") is not None and start_time(init_pid) != info["init_start"]):
+        return None
+    try:
+        fd = os.open(f"/proc/{init_pid}/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None  # PID 1 is gone: the kernel killed the rest of its namespace with it
+    if os.fstat(fd).st_ino != inode:
+        os.close(fd)
+        return None
+    return fd
+
+
 def stop_host(handle: HostHandle) -> None:
-    """Kill the host's whole pid namespace (its mounts go with it); idempotent."""
+    """Kill the host's whole pid namespace (its mounts go with it); idempotent, and never touches another host's."""
     try:
         info = json.loads((Path(handle.node_dir) / "host.json").read_text())
     except (OSError, ValueError):
         info = {"init_pid": handle.pid, "pidns": None, "launcher_pid": None}
     init_pid, inode = info.get("init_pid") or handle.pid, info.get("pidns")
-    if inode is not None and _ns_inode(init_pid, "pid") == inode:
-        _kill(init_pid)
-    deadline = time.monotonic() + STOP_TIMEOUT_S
-    while inode is not None and time.monotonic() < deadline:
-        left = _pids_in_pidns(inode)
-        if not left:
-            break
-        for pid in left:
-            _kill(pid)
-        time.sleep(0.02)
-    launcher = info.get("launcher_pid")
-    if launcher in _CHILDREN:
-        proc = _CHILDREN.pop(launcher)
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(timeout=STOP_TIMEOUT_S)
-    if inode is not None and _pids_in_pidns(inode):
-        raise RuntimeError(f"host {handle.name!r}: processes of its pid namespace survived SIGKILL: {_pids_in_pidns(inode)}")
+    held = _hold_pidns(info, handle.pid)
+    survivors: list[int] = []
+    try:
+        if held is not None:
+            _kill(init_pid)
+            deadline = time.monotonic() + STOP_TIMEOUT_S
+            while time.monotonic() < deadline:
+                left = _pids_in_pidns(inode)
+                if not left:
+                    break
+                for pid in left:
+                    _kill(pid)
+                time.sleep(0.02)
+            survivors = _pids_in_pidns(inode)
+        launcher = info.get("launcher_pid")
+        if launcher in _CHILDREN:
+            proc = _CHILDREN.pop(launcher)
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(timeout=STOP_TIMEOUT_S)
+    finally:
+        if held is not None:
+            os.close(held)
+    if survivors:
+        raise RuntimeError(f"host {handle.name!r}: processes of its pid namespace survived SIGKILL: {survivors}")
 
 
 def _kill(pid: int) -> None:

@@ -28,7 +28,7 @@ class LeftTestbed:
                 "scenario": self.scenario, "state": self.state}
 
 
-def _start_time(pid: int) -> str | None:
+def start_time(pid: int) -> str | None:
     """The process's start time in clock ticks since boot (/proc/PID/stat field 22): a pid reused later differs."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
@@ -40,7 +40,7 @@ def _start_time(pid: int) -> str | None:
 
 def claim(directory: Path, run_id: str, scenario: str) -> None:
     """Mark directory's testbed as this process's (written before the testbed starts)."""
-    record = {"pid": os.getpid(), "start": _start_time(os.getpid()), "run_id": run_id, "scenario": scenario}
+    record = {"pid": os.getpid(), "start": start_time(os.getpid()), "run_id": run_id, "scenario": scenario}
     tmp = directory / f".{OWNER}.tmp"
     tmp.write_text(json.dumps(record))
     tmp.replace(directory / OWNER)
@@ -48,7 +48,7 @@ def claim(directory: Path, run_id: str, scenario: str) -> None:
 
 def _owner_alive(record: dict) -> bool:
     pid = record.get("pid")
-    return isinstance(pid, int) and _start_time(pid) is not None and _start_time(pid) == record.get("start")
+    return isinstance(pid, int) and start_time(pid) is not None and start_time(pid) == record.get("start")
 
 
 def _running(directory: Path) -> bool:
