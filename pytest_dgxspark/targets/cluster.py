@@ -16,9 +16,7 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_expo
 from pytest_dgxspark.checking import Finding, TargetError
 from pytest_dgxspark.data.yamlload import loads_json
 from pytest_dgxspark.targets.causes import API_CAUSES, api_cause, for_management, is_transport_error, observed_status
-from pytest_dgxspark.targets.core import Core
-
-API_MAX_BYTES = 512 * 1024 * 1024  # a whole list of a 16-node cluster's pods is a few MiB
+from pytest_dgxspark.targets.core import API_MAX_BYTES, Core
 
 REQUEST_TIMEOUT = (10, 60)
 RETRY_ATTEMPTS = 4
