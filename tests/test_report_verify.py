@@ -122,6 +122,56 @@ def test_the_sites_allowed_signers_is_the_anchor_verify_finds(made: dict[str, An
     assert code == 0 and "trust anchor sites/tirosh-home/allowed_signers" in out
 
 
+def test_forgery_a_bundle_carrying_its_own_trust_anchor_is_refused(made: dict[str, Any], crash: Path,
+                                                                    capsys: pytest.CaptureFixture[str],
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # re-signed with the forger's key, shipping sites/<site>/allowed_signers that names her key as the engineer's,
+    # and verified from inside the bundle: the anchor found under the current directory is the forger's own
+    shipped = crash / "sites" / "tirosh-home"
+    shipped.mkdir(parents=True)
+    kind, blob = made["other"].with_name("id_other.pub").read_text(encoding="utf-8").split()[:2]
+    (shipped / "allowed_signers").write_text(f'{IDENTITY} namespaces="dgxspark-report" {kind} {blob}\n', encoding="utf-8")
+    _reseal(crash, made["other"])
+    monkeypatch.chdir(crash)
+    code, _, err = _verify(Path("."), capsys)
+    assert code == 1 and "trust anchor FAILED" in err and "lies inside the bundle it is to check" in err, err
+    code, _, err = _verify(crash, capsys, "--allowed-signers", str(shipped / "allowed_signers"))
+    assert code == 1 and "lies inside the bundle it is to check" in err, err
+
+
+def test_forgery_a_symlink_or_a_fifo_stands_in_for_a_bundle_file(made: dict[str, Any], crash: Path, tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    anchor = ("--allowed-signers", str(made["allowed"]))
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "note.txt").write_text("content that rides along, attested by nothing")
+    (crash / "extra").symlink_to(outside)  # a folder the walk used to skip
+    code, _, err = _verify(crash, capsys, *anchor)
+    assert code == 1 and "not a regular file: extra (a symlink" in err, err
+    (crash / "extra").unlink()
+    # results.json as a link to an identical copy outside the bundle, which can change once verify has read it
+    shutil.copy(crash / "results.json", outside / "results.json")
+    (crash / "results.json").unlink()
+    (crash / "results.json").symlink_to(outside / "results.json")
+    code, _, err = _verify(crash, capsys, *anchor)
+    assert code == 1 and "results.json: cannot be read: not a regular file (a symlink" in err, err
+    # ... or as a FIFO, which served the printed claims one content and the hash another: refused, never waited on
+    (crash / "results.json").unlink()
+    os.mkfifo(crash / "results.json")
+    code, _, err = _verify(crash, capsys, *anchor)
+    assert code == 1 and "results.json: cannot be read: not a regular file" in err, err
+
+
+def test_forgery_a_path_listed_twice_in_the_signed_manifest(made: dict[str, Any], crash: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    # sha256sum --strict -c checks both lines (and fails); verify used to keep the last one alone
+    manifest = crash / "MANIFEST.sha256"
+    manifest.write_text("0" * 64 + "  results.json\n" + manifest.read_text(encoding="utf-8"), encoding="utf-8")
+    sign_manifest(crash, made["good"])
+    code, _, err = _verify(crash, capsys, "--allowed-signers", str(made["allowed"]))
+    assert code == 1 and "path 'results.json' is listed twice" in err, err
+
+
 def test_a_signing_step_that_fails_exits_non_zero_and_the_bundle_says_unsigned(
         made: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
     proc, run_dir = made["healthy"], made["healthy_dir"]
@@ -280,15 +330,16 @@ def test_the_three_command_check_holds_without_this_project(made: dict[str, Any]
     sums = subprocess.run(["sha256sum", "--strict", "-c", "MANIFEST.sha256"], cwd=crash, capture_output=True,
                           text=True, check=False)
     assert sums.returncode == 0, sums.stdout
-    listed = subprocess.run("find . -type f ! -name MANIFEST.sha256 ! -name MANIFEST.sha256.sig | sed 's|^\\./||' | "
-                            "sort | diff - <(cut -c67- MANIFEST.sha256 | sort)", shell=True, executable="/bin/bash",
-                            cwd=crash, capture_output=True, text=True, check=False)
+    third = ("find . ! -type d ! -name MANIFEST.sha256 ! -name MANIFEST.sha256.sig | sed 's|^\\./||' | sort | "
+             "diff - <(cut -c67- MANIFEST.sha256 | sort)")
+    listed = subprocess.run(third, shell=True, executable="/bin/bash", cwd=crash, capture_output=True, text=True,
+                            check=False)
     assert listed.returncode == 0, listed.stdout
     (crash / "extra.txt").write_text("an added file")  # the third command is what catches a file the manifest lacks
-    listed = subprocess.run("find . -type f ! -name MANIFEST.sha256 ! -name MANIFEST.sha256.sig | sed 's|^\\./||' | "
-                            "sort | diff - <(cut -c67- MANIFEST.sha256 | sort)", shell=True, executable="/bin/bash",
-                            cwd=crash, capture_output=True, text=True, check=False)
-    assert listed.returncode == 1 and "< extra.txt" in listed.stdout
+    (crash / "linked").symlink_to(crash.parent)  # ... and a symlink, to a folder or a file, which -type f missed
+    listed = subprocess.run(third, shell=True, executable="/bin/bash", cwd=crash, capture_output=True, text=True,
+                            check=False)
+    assert listed.returncode == 1 and "< extra.txt" in listed.stdout and "< linked" in listed.stdout
 
 
 # Page 1 names the real cause (the same crashloop run), and the PDF's links stay inside the bundle.

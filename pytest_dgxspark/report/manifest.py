@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,17 +28,20 @@ class ManifestCheck:
     removed: tuple[str, ...]
     changed: tuple[str, ...]
     checked: int
+    irregular: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
-        return not (self.added or self.removed or self.changed)
+        return not (self.added or self.removed or self.changed or self.irregular)
 
     def problems(self) -> list[str]:
-        """One line per added, removed or changed file."""
+        """One line per added, removed, changed or irregular file."""
         return (
             [f"changed: {p}" for p in self.changed]
             + [f"removed: {p}" for p in self.removed]
             + [f"added: {p}" for p in self.added]
+            + [f"not a regular file: {p} (a symlink, FIFO, socket or device; a bundle holds regular files only)"
+               for p in self.irregular]
         )
 
 
@@ -49,15 +54,34 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
+def _walk(run_dir: Path) -> tuple[list[str], list[str]]:
+    """(regular files, other entries) under run_dir as sorted relative POSIX paths, following no symlink: a symlink
+    (to a file or a folder), a FIFO, a socket or a device is never a bundle file (its bytes are not the bundle's, or
+    not the same twice)."""
+    regular, other = [], []
+    for root, dirs, files in os.walk(run_dir, followlinks=False):
+        base = Path(root)
+        for name in list(dirs):
+            if (base / name).is_symlink():
+                dirs.remove(name)
+                other.append((base / name).relative_to(run_dir).as_posix())
+        for name in files:
+            path = base / name
+            rel = path.relative_to(run_dir).as_posix()
+            if rel in _EXCLUDED and base == run_dir and not path.is_symlink():
+                continue
+            (regular if stat.S_ISREG(path.lstat().st_mode) else other).append(rel)
+    return sorted(regular), sorted(other)
+
+
 def bundle_files(run_dir: Path) -> list[str]:
-    """Every file under run_dir except the manifest and its signature, as sorted relative POSIX paths."""
-    files = []
-    for path in run_dir.rglob("*"):
-        rel = path.relative_to(run_dir).as_posix()
-        if rel in _EXCLUDED or path.is_dir():
-            continue
-        files.append(rel)
-    return sorted(files)
+    """Every regular file under run_dir except the manifest and its signature, as sorted relative POSIX paths."""
+    return _walk(run_dir)[0]
+
+
+def irregular_entries(run_dir: Path) -> list[str]:
+    """What under run_dir is neither a folder nor a regular file (symlinks included), as sorted relative paths."""
+    return _walk(run_dir)[1]
 
 
 def _check_name(rel: str) -> None:
@@ -67,6 +91,10 @@ def _check_name(rel: str) -> None:
 
 def write_manifest(run_dir: Path) -> Path:
     """Write run_dir/MANIFEST.sha256 over every other file (sorted, relative paths), atomically; return its path."""
+    other = irregular_entries(run_dir)
+    if other:
+        raise ManifestError(f"{run_dir}: cannot seal {', '.join(other)}: a bundle holds folders and regular files only "
+                            "(no symlink, FIFO, socket or device)")
     lines = []
     for rel in bundle_files(run_dir):
         _check_name(rel)
@@ -89,6 +117,8 @@ def read_manifest(run_dir: Path) -> dict[str, str]:
         path = match.group("path")
         if path.startswith("/") or ".." in Path(path).parts:
             raise ManifestError(f"{manifest}:{number}: path {path!r} must be relative and inside the bundle")
+        if path in entries:  # sha256sum -c would check both lines; a dict would keep the last one alone
+            raise ManifestError(f"{manifest}:{number}: path {path!r} is listed twice")
         entries[path] = match.group("digest")
     return entries
 
@@ -96,8 +126,9 @@ def read_manifest(run_dir: Path) -> dict[str, str]:
 def check_manifest(run_dir: Path) -> ManifestCheck:
     """Compare run_dir with its manifest: files added, removed or changed since it was written."""
     expected = read_manifest(run_dir)
-    present = set(bundle_files(run_dir))
+    files, other = _walk(run_dir)
+    present = set(files)
     removed = sorted(set(expected) - present)
     added = sorted(present - set(expected))
     changed = sorted(p for p in set(expected) & present if sha256_file(run_dir / p) != expected[p])
-    return ManifestCheck(tuple(added), tuple(removed), tuple(changed), len(expected))
+    return ManifestCheck(tuple(added), tuple(removed), tuple(changed), len(expected), tuple(other))

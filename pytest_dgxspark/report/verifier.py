@@ -8,8 +8,11 @@ no trust anchor was given or found, so nothing says who made the bundle).
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -63,17 +66,62 @@ def _internal(results: dict[str, Any]) -> list[str]:
 
 
 class _Out:
-    def __init__(self) -> None:
+    """The verifier's lines, naming the bundle where a check named the private copy it read."""
+
+    def __init__(self, copy: Path, shown: Path) -> None:
         self.failed: list[str] = []
+        self.copy, self.shown = str(copy), str(shown)
+
+    def _named(self, line: str) -> str:
+        return line.replace(self.copy, self.shown)
 
     def say(self, line: str) -> None:
-        print(line)
+        print(self._named(line))
 
     def fail(self, what: str, problems: list[str]) -> None:
         print(f"{what} FAILED:", file=sys.stderr)
         for line in problems:
-            print(f"  {line}", file=sys.stderr)
+            print(f"  {self._named(line)}", file=sys.stderr)
         self.failed.append(what)
+
+
+def _snapshot(directory: Path, into: Path) -> list[str]:
+    """Copy the bundle into `into` (a private folder), reading each file once, so that every check reads the same
+    bytes (a FIFO or a file swapped between two reads gave the printed claims one content and the hash another);
+    returns what is neither a folder nor a regular file (a symlink, FIFO, socket or device), which is not copied."""
+    other = []
+    for root, dirs, files in os.walk(directory, followlinks=False):
+        base, rel_base = Path(root), Path(root).relative_to(directory)
+        for name in list(dirs):
+            if (base / name).is_symlink():
+                dirs.remove(name)
+                other.append((rel_base / name).as_posix())
+            else:
+                (into / rel_base / name).mkdir(mode=0o700)
+        for name in files:
+            rel = (rel_base / name).as_posix()
+            try:  # no symlink is followed, and opening a FIFO does not wait for a writer
+                fd = os.open(base / name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            except OSError:
+                other.append(rel)
+                continue
+            try:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    other.append(rel)
+                    continue
+                with open(into / rel, "wb") as out:
+                    while block := os.read(fd, 1 << 20):
+                        out.write(block)
+            finally:
+                os.close(fd)
+    return sorted(other)
+
+
+def _inside(path: Path, directory: Path) -> bool:
+    try:
+        return path.resolve().is_relative_to(directory.resolve())
+    except OSError:
+        return False
 
 
 def _signature(out: _Out, directory: Path, anchor: Path, identity: str | None, signing: dict[str, Any]) -> None:
@@ -117,12 +165,30 @@ def _signature(out: _Out, directory: Path, anchor: Path, identity: str | None, s
 
 
 def verify(directory: Path, allowed_signers: Path | None, identity: str | None, site: Path | None = None) -> int:
-    """Print what the bundle says and whether it holds; OK, FAILED or UNVERIFIED."""
-    out = _Out()
+    """Print what the bundle says and whether it holds; OK, FAILED or UNVERIFIED. Every check reads one private copy
+    of the bundle, made by reading each of its files once."""
+    with tempfile.TemporaryDirectory(prefix="dgxspark-verify-") as private:
+        copy = Path(private) / "bundle"
+        copy.mkdir(mode=0o700)
+        try:
+            other = _snapshot(directory, copy)
+        except OSError as exc:
+            print(f"FAILED: {directory}: cannot be read ({exc})", file=sys.stderr)
+            return FAILED
+        return _verify(copy, directory, other, allowed_signers, identity, site)
+
+
+def _verify(copy: Path, directory: Path, other: list[str], allowed_signers: Path | None, identity: str | None,
+            site: Path | None) -> int:
+    out = _Out(copy, directory)
+    if "results.json" in other:
+        print(f"FAILED: {directory / 'results.json'}: cannot be read: not a regular file (a symlink, FIFO, socket or "
+              "device; a bundle holds regular files only)", file=sys.stderr)
+        return FAILED
     try:
-        results = derived.load_results(directory)
+        results = derived.load_results(copy)
     except (OSError, ValueError) as exc:
-        print(f"FAILED: {directory / 'results.json'}: cannot be read ({exc})", file=sys.stderr)
+        print(f"FAILED: {directory / 'results.json'}: cannot be read ({out._named(str(exc))})", file=sys.stderr)
         return FAILED
     run = results.get("run") or {}
     out.say(f"bundle:    {directory}")
@@ -133,27 +199,35 @@ def verify(directory: Path, allowed_signers: Path | None, identity: str | None, 
     out.say(f"SIMULATED: {'yes — ' + str((run.get('simulated_by') or ['a testbed'])[0]) if simulated else 'no'}"
             + (" (never a handover acceptance)" if simulated else ""))
     try:
-        signing = json.loads((directory / SIGNING).read_text(encoding="utf-8"))
+        signing = json.loads((copy / SIGNING).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         signing = {}
     if signing.get("state") == "unsigned":
         out.say(f"signing:   unsigned — {signing.get('reason')}")
     try:
-        check = check_manifest(directory)
+        check = check_manifest(copy)
     except ManifestError as exc:
         out.fail("manifest", [str(exc)])
         check = None
-    if check is not None and check.ok:
+    irregular = [f"not a regular file: {rel} (a symlink, FIFO, socket or device; a bundle holds regular files only)"
+                 for rel in other]
+    if check is not None and check.ok and not irregular:
         out.say(f"manifest OK: {check.checked} files in {directory} match {MANIFEST}")
-    elif check is not None:
-        out.fail("manifest", [f"{directory} does not match {MANIFEST}:", *check.problems()])
+    elif check is not None or irregular:
+        out.fail("manifest", [f"{directory} does not match {MANIFEST}:", *(check.problems() if check else []),
+                              *irregular])
     anchor, source = trust_anchor(results, allowed_signers, site)
     if anchor is not None and not anchor.is_file():
         out.fail("trust anchor", [f"{source} {anchor}: no such file"])
         anchor = None
+    elif anchor is not None and _inside(anchor, directory):
+        # whoever made the bundle would name the signers it is checked against (sites/<site>/ shipped inside it)
+        out.fail("trust anchor", [f"{source} {anchor}: lies inside the bundle it is to check; the signers the site "
+                                  "trusts come from outside it (--allowed-signers FILE, or the site repository)"])
+        anchor = None
     elif anchor is not None:
-        _signature(out, directory, anchor, identity, signing)
-    problems = check_attestation(directory)
+        _signature(out, copy, anchor, identity, signing)
+    problems = check_attestation(copy)
     if problems:
         out.fail("attestation", problems)
     else:
@@ -162,12 +236,12 @@ def verify(directory: Path, allowed_signers: Path | None, identity: str | None, 
     internal = _internal(results)
     if internal:
         out.fail("results.json", internal)
-    for name, found in derived.all_problems(directory, results).items():
+    for name, found in derived.all_problems(copy, results).items():
         if found:
             out.fail(name, found)
-        elif name == "summary.pdf" and not (directory / name).is_file():
+        elif name == "summary.pdf" and not (copy / name).is_file():
             out.say(f"no {name} in this bundle (dgxspark-report pdf {directory} prints it)")
-        elif not (directory / name).is_file():
+        elif not (copy / name).is_file():
             out.say(f"no {name} in this bundle")
         else:
             out.say(f"{name} OK: agrees with results.json")
