@@ -641,36 +641,55 @@ def snapshot(root: Path) -> dict[str, str]:
             for p in sorted(root.rglob("*"))}
 
 
+@dataclass(frozen=True)
+class FirstInstall:
+    """The fake host's first install, made once for the tests that need an installed host (any of them may run alone,
+    or in any order): its run and what it left, read right after it."""
+
+    run: Run
+    calls: list[dict[str, Any]]
+    config: dict[str, Any]
+    labels: dict[str, str]
+
+
+@pytest.fixture(scope="module")
+def installed(fake_host: FakeHost) -> FirstInstall:
+    assert not [c for c in fake_host.calls() if c["cmd"] == "install.sh"], "the fake host was installed before"
+    run = fake_host.install()
+    return FirstInstall(run, fake_host.calls(), yaml.safe_load((fake_host.root / "etc/rancher/rke2/config.yaml").read_text()),
+                        json.loads((fake_host.state / "node.json").read_text())["metadata"]["labels"])
+
+
 @pytest.mark.slow
 def test_check_mode_on_a_fresh_host_shows_the_writes_and_writes_nothing(fake_host: FakeHost, tmp_path: Path) -> None:
     fresh = tmp_path / "fresh-root"
     fresh.mkdir()
+    before = len(fake_host.calls())
     result = fake_host.install("--check", "--diff", root=fresh)
     result.assert_ok()
     assert result.changed() >= 3, result.output
     assert '+node-name: "gpu-01"' in result.output and "+cni: \"cilium\"" in result.output
     assert list(fresh.iterdir()) == []
-    assert [c for c in fake_host.calls() if c["cmd"] != "systemctl" or c["args"][0] not in ("show", "is-enabled", "is-active")] == []
+    assert [c for c in fake_host.calls()[before:]
+            if c["cmd"] != "systemctl" or c["args"][0] not in ("show", "is-enabled", "is-active")] == []
 
 
 @pytest.mark.slow
-def test_first_install_writes_config_installs_the_pinned_release_and_starts_the_server(fake_host: FakeHost) -> None:
-    result = fake_host.install()
-    result.assert_ok()
-    assert result.changed() >= 5
-    assert yaml.safe_load((fake_host.root / "etc/rancher/rke2/config.yaml").read_text())["cni"] == "cilium"
+def test_first_install_writes_config_installs_the_pinned_release_and_starts_the_server(installed: FirstInstall,
+                                                                                       fake_host: FakeHost) -> None:
+    installed.run.assert_ok()
+    assert installed.run.changed() >= 5
+    assert installed.config["cni"] == "cilium"
     assert (fake_host.root / "var/lib/rancher/rke2/server/manifests/rke2-cilium-config.yaml").is_file()
-    calls = fake_host.calls()
-    installs = [c["args"] for c in calls if c["cmd"] == "install.sh"]
+    installs = [c["args"] for c in installed.calls if c["cmd"] == "install.sh"]
     assert installs == [["v1.34.10+rke2r1", "server", f"{fake_host.root}/usr/local", ""]]
-    verbs = [c["args"][0] for c in calls if c["cmd"] == "systemctl"]
+    verbs = [c["args"][0] for c in installed.calls if c["cmd"] == "systemctl"]
     assert verbs.count("start") == 1 and "enable" in verbs and verbs.index("start") > verbs.index("daemon-reload"), verbs
-    labels = json.loads((fake_host.state / "node.json").read_text())["metadata"]["labels"]
-    assert labels["node.tirosh.ai/role"] == "gpu" and labels["node.tirosh.ai/model"] == "dgx-spark"
+    assert installed.labels["node.tirosh.ai/role"] == "gpu" and installed.labels["node.tirosh.ai/model"] == "dgx-spark"
 
 
 @pytest.mark.slow
-def test_second_install_reports_no_change(fake_host: FakeHost) -> None:
+def test_second_install_reports_no_change(installed: FirstInstall, fake_host: FakeHost) -> None:
     before = len(fake_host.calls())
     result = fake_host.install()
     result.assert_ok()
@@ -681,20 +700,24 @@ def test_second_install_reports_no_change(fake_host: FakeHost) -> None:
 
 
 @pytest.mark.slow
-def test_labels_under_the_gpu_operators_domain_are_set_at_registration_only(fake_host: FakeHost) -> None:
-    config = yaml.safe_load((fake_host.root / "etc/rancher/rke2/config.yaml").read_text())
-    assert "nvidia.com/gpu.present=true" in config["node-label"]  # registration (ADR 0001 lists it)
+def test_labels_under_the_gpu_operators_domain_are_set_at_registration_only(installed: FirstInstall,
+                                                                           fake_host: FakeHost) -> None:
+    assert "nvidia.com/gpu.present=true" in installed.config["node-label"]  # registration (ADR 0001 lists it)
+    assert "nvidia.com/gpu.present" not in installed.labels, "the first install must not label it through the API"
     node_file = fake_host.state / "node.json"
-    node = json.loads(node_file.read_text())
-    assert "nvidia.com/gpu.present" not in node["metadata"]["labels"], "the first install must not label it through the API"
+    as_installed = node_file.read_text()
+    node = json.loads(as_installed)
     node["metadata"]["labels"].update({"nvidia.com/gpu.present": "false", "node.tirosh.ai/role": "cpu"})
     node_file.write_text(json.dumps(node))
     before = len(fake_host.calls())
-    result = fake_host.install()
+    try:
+        result = fake_host.install()
+        live = json.loads(node_file.read_text())["metadata"]["labels"]
+    finally:
+        node_file.write_text(as_installed)  # the other tests find the node as the first install left it
     result.assert_ok()
     labels = [c["args"] for c in fake_host.calls()[before:] if c["cmd"] == "kubectl" and "label" in c["args"]]
     assert [a[a.index("label") + 3] for a in labels] == ["node.tirosh.ai/role=gpu"], labels
-    live = json.loads(node_file.read_text())["metadata"]["labels"]
     assert (live["node.tirosh.ai/role"], live["nvidia.com/gpu.present"]) == ("gpu", "false")
     assert ("gpu-01 lacks nvidia.com/gpu.present=true: labels under nvidia.com, feature.node.kubernetes.io are set by RKE2 "
             "at registration (config.yaml node-label) and then belong to their operators; this role never relabels them."
@@ -702,7 +725,7 @@ def test_labels_under_the_gpu_operators_domain_are_set_at_registration_only(fake
 
 
 @pytest.mark.slow
-def test_check_mode_after_install_changes_nothing(fake_host: FakeHost) -> None:
+def test_check_mode_after_install_changes_nothing(installed: FirstInstall, fake_host: FakeHost) -> None:
     before = snapshot(fake_host.root)
     result = fake_host.install("--check", "--diff")
     result.assert_ok()
@@ -711,7 +734,8 @@ def test_check_mode_after_install_changes_nothing(fake_host: FakeHost) -> None:
 
 
 @pytest.mark.slow
-def test_kubeconfig_merge_renames_to_the_site_context_and_is_idempotent(fake_host: FakeHost) -> None:
+def test_kubeconfig_merge_renames_to_the_site_context_and_is_idempotent(installed: FirstInstall,
+                                                                       fake_host: FakeHost) -> None:
     out = fake_host.home / ".kube" / "config"
     out.parent.mkdir(exist_ok=True)
     out.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Config", "current-context": "tirosh-home/k3s/argocd",
@@ -854,52 +878,102 @@ def _actions(rehearsal: SiteRehearsal, host: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in text.splitlines()]
 
 
+@dataclass(frozen=True)
+class SiteInstall:
+    """The rehearsal's provisioning in the site's order, made once for the tests that need it (any of them may run
+    alone, or in any order): the check before anything (and what it left), each install twice, the kubeconfig merge
+    twice, each with what it left, read right after it."""
+
+    check: Run
+    upper_before_check: dict[str, dict[str, str]]
+    upper_after_check: dict[str, dict[str, str]]
+    actions_after_check: list[dict[str, Any]]
+    server: tuple[Run, Run]
+    server_config: dict[str, Any]
+    server_actions: tuple[list[dict[str, Any]], list[dict[str, Any]]]
+    agent: tuple[Run, Run]
+    agent_config: dict[str, Any]
+    agent_token_file: str
+    agent_actions: list[dict[str, Any]]
+    token: str
+    kubeconfig: tuple[Run, Run]
+
+
+@pytest.fixture(scope="module")
+def site_installed(rehearsal: SiteRehearsal) -> SiteInstall:
+    assert _actions(rehearsal, "gpu-01") == [], "the rehearsal's server was provisioned before"
+    upper_before = {h: rehearsal.upper(h) for h in rehearsal.node_dirs}
+    check = rehearsal.make("rke2/check")
+    upper_after = {h: rehearsal.upper(h) for h in rehearsal.node_dirs}
+    actions_after_check = _actions(rehearsal, "gpu-01")
+    server_first = rehearsal.make("rke2/server/install")
+    server_first.assert_ok()
+    server_config = yaml.safe_load(rehearsal.ssh("gpu-01", "cat /etc/rancher/rke2/config.yaml"))
+    server_actions_first = _actions(rehearsal, "gpu-01")
+    server_second = rehearsal.make("rke2/server/install")
+    server_actions_second = _actions(rehearsal, "gpu-01")
+    agent_first = rehearsal.make("rke2/agent/install")
+    agent_first.assert_ok()
+    agent_config = yaml.safe_load(rehearsal.ssh("cpu-01", "cat /etc/rancher/rke2/config.yaml"))
+    token_file = rehearsal.ssh("cpu-01", "cat /etc/rancher/rke2/join-token; stat -c %a /etc/rancher/rke2/join-token")
+    agent_actions = _actions(rehearsal, "cpu-01")
+    agent_second = rehearsal.make("rke2/agent/install")
+    kubeconfig_first = rehearsal.make("rke2/kubeconfig")
+    kubeconfig_first.assert_ok()
+    kubeconfig_second = rehearsal.make("rke2/kubeconfig")
+    return SiteInstall(check, upper_before, upper_after, actions_after_check, (server_first, server_second),
+                       server_config, (server_actions_first, server_actions_second), (agent_first, agent_second),
+                       agent_config, token_file, agent_actions,
+                       rehearsal.ssh("gpu-01", "cat /var/lib/rancher/rke2/server/node-token"),
+                       (kubeconfig_first, kubeconfig_second))
+
+
 @pytest.mark.slow
-def test_check_before_install_shows_the_new_config_and_writes_nothing(rehearsal: SiteRehearsal) -> None:
-    before = {h: rehearsal.upper(h) for h in rehearsal.node_dirs}
-    result = rehearsal.make("rke2/check")
+def test_check_before_install_shows_the_new_config_and_writes_nothing(rehearsal: SiteRehearsal,
+                                                                      site_installed: SiteInstall) -> None:
+    result = site_installed.check
     result.assert_ok()
     assert result.changed("gpu-01") >= 2, result.output[-4000:]
     assert f'+  - "{rehearsal.addresses["gpu-01"]}"' in result.output  # tls-san, as the diff shows it
-    assert {h: rehearsal.upper(h) for h in rehearsal.node_dirs} == before
-    assert _actions(rehearsal, "gpu-01") == []
+    assert site_installed.upper_after_check == site_installed.upper_before_check
+    assert site_installed.actions_after_check == []
 
 
 @pytest.mark.slow
-def test_server_install_rewrites_the_config_restarts_once_and_a_second_run_changes_nothing(rehearsal: SiteRehearsal) -> None:
-    first = rehearsal.make("rke2/server/install")
+def test_server_install_rewrites_the_config_restarts_once_and_a_second_run_changes_nothing(
+        rehearsal: SiteRehearsal, site_installed: SiteInstall) -> None:
+    first, second = site_installed.server
     first.assert_ok()
     assert first.changed("gpu-01") >= 2, first.output[-4000:]
-    config = yaml.safe_load(rehearsal.ssh("gpu-01", "cat /etc/rancher/rke2/config.yaml"))
+    config = site_installed.server_config
     assert config["tls-san"] == [rehearsal.addresses["gpu-01"]] and config["cni"] == "cilium" and "server" not in config
-    assert [a for a in _actions(rehearsal, "gpu-01") if a["verb"] != "daemon-reload"] == [
+    assert [a for a in site_installed.server_actions[0] if a["verb"] != "daemon-reload"] == [
         {"verb": "restart", "units": ["rke2-server.service"]}]
-    second = rehearsal.make("rke2/server/install")
     second.assert_ok()
     assert second.changed("gpu-01") == 0, second.output[-4000:]
-    assert len(_actions(rehearsal, "gpu-01")) == 1
+    assert len(site_installed.server_actions[1]) == 1
 
 
 @pytest.mark.slow
-def test_agent_install_joins_the_first_server_with_a_token_file(rehearsal: SiteRehearsal) -> None:
-    first = rehearsal.make("rke2/agent/install")
+def test_agent_install_joins_the_first_server_with_a_token_file(rehearsal: SiteRehearsal,
+                                                                site_installed: SiteInstall) -> None:
+    first, second = site_installed.agent
     first.assert_ok()
     assert first.changed("cpu-01") >= 2, first.output[-4000:]
-    config = yaml.safe_load(rehearsal.ssh("cpu-01", "cat /etc/rancher/rke2/config.yaml"))
+    config = site_installed.agent_config
     assert config["server"] == f"https://{rehearsal.addresses['gpu-01']}:9345"
     assert config["token-file"] == "/etc/rancher/rke2/join-token" and "cni" not in config and "token" not in config
-    token = rehearsal.ssh("gpu-01", "cat /var/lib/rancher/rke2/server/node-token")
-    assert rehearsal.ssh("cpu-01", "cat /etc/rancher/rke2/join-token; stat -c %a /etc/rancher/rke2/join-token") == token + "600\n"
+    token = site_installed.token
+    assert site_installed.agent_token_file == token + "600\n"
     assert token.strip().split("::server:")[1] not in first.output
-    assert [a for a in _actions(rehearsal, "cpu-01") if a["verb"] != "daemon-reload"] == [
+    assert [a for a in site_installed.agent_actions if a["verb"] != "daemon-reload"] == [
         {"verb": "restart", "units": ["rke2-agent.service"]}]
-    second = rehearsal.make("rke2/agent/install")
     second.assert_ok()
     assert second.changed("cpu-01") == 0, second.output[-4000:]
 
 
 @pytest.mark.slow
-def test_check_after_install_changes_nothing(rehearsal: SiteRehearsal) -> None:
+def test_check_after_install_changes_nothing(rehearsal: SiteRehearsal, site_installed: SiteInstall) -> None:
     before = {h: rehearsal.upper(h) for h in rehearsal.node_dirs}
     result = rehearsal.make("rke2/check")
     result.assert_ok()
@@ -908,8 +982,9 @@ def test_check_after_install_changes_nothing(rehearsal: SiteRehearsal) -> None:
 
 
 @pytest.mark.slow
-def test_kubeconfig_merges_a_context_the_suite_and_kubernetes_client_can_use(rehearsal: SiteRehearsal) -> None:
-    first = rehearsal.make("rke2/kubeconfig")
+def test_kubeconfig_merges_a_context_the_suite_and_kubernetes_client_can_use(rehearsal: SiteRehearsal,
+                                                                             site_installed: SiteInstall) -> None:
+    first, second = site_installed.kubeconfig
     first.assert_ok()
     assert first.changed("gpu-01") >= 1
     from kubernetes import client
@@ -917,7 +992,7 @@ def test_kubeconfig_merges_a_context_the_suite_and_kubernetes_client_can_use(reh
 
     api = client.CoreV1Api(kubeconfig.new_client_from_config(str(rehearsal.kubeconfig_out), context="tirosh-home/rke2/gpu"))
     assert sorted(n.metadata.name for n in api.list_node().items) == ["cpu-01", "gpu-01"]
-    assert rehearsal.make("rke2/kubeconfig").changed("gpu-01") == 0
+    assert second.changed("gpu-01") == 0
 
 
 def _suite_rule(tmp_path: Path, scenario: Path, site: Path, test_file: str, rule: str) -> str:
@@ -998,17 +1073,21 @@ def _manifest_on(rehearsal: SiteRehearsal) -> str:
 
 
 @pytest.mark.slow
-def test_gpu_operator_apply_needs_confirm_and_shows_the_adr_warning(rehearsal: SiteRehearsal) -> None:
+def test_gpu_operator_apply_needs_confirm_and_shows_the_adr_warning(rehearsal: SiteRehearsal,
+                                                                     site_installed: SiteInstall) -> None:
+    manifest = _manifest_on(rehearsal)
     result = rehearsal.make("rke2/gpu/operator/apply")
     assert result.rc != 0
     text = " ".join(result.output.split())
     assert "RKE2's documentation warns that the NVIDIA operator sends containerd a hangup, which restarts RKE2" in text
     assert "Nothing was applied; run again with CONFIRM=yes (-e gpu_operator_confirm=yes)." in text
-    assert "TASK [Run the suite's host, rke2 and runtime layers" not in result.output and _manifest_on(rehearsal) == ""
+    assert "TASK [Run the suite's host, rke2 and runtime layers" not in result.output and _manifest_on(rehearsal) == manifest
 
 
 @pytest.mark.slow
-def test_gpu_operator_apply_refuses_when_the_preflight_fails_naming_the_rule(rehearsal: SiteRehearsal) -> None:
+def test_gpu_operator_apply_refuses_when_the_preflight_fails_naming_the_rule(rehearsal: SiteRehearsal,
+                                                                              site_installed: SiteInstall) -> None:
+    manifest = _manifest_on(rehearsal)
     rehearsal.ssh("gpu-01", "systemctl stop rke2-server")
     try:
         result = rehearsal.make("rke2/gpu/operator/apply", "CONFIRM=yes", timeout=400)
@@ -1018,11 +1097,12 @@ def test_gpu_operator_apply_refuses_when_the_preflight_fails_naming_the_rule(reh
     text = " ".join(result.output.split())
     assert "the layers host, rke2, runtime did not pass (kubeconfig " in text, text[-3000:]
     assert re.search(r"\n\s*- ADR-0001\.rke2-service \(failed\): ", result.output), text[-3000:]  # one rule a line
-    assert "Nothing was applied" in text and _manifest_on(rehearsal) == ""
+    assert "Nothing was applied" in text and _manifest_on(rehearsal) == manifest
 
 
 @pytest.mark.slow
-def test_gpu_operator_apply_waits_for_the_job_of_this_apply_and_a_second_run_changes_nothing(rehearsal: SiteRehearsal) -> None:
+def test_gpu_operator_apply_waits_for_the_job_of_this_apply_and_a_second_run_changes_nothing(
+        rehearsal: SiteRehearsal, site_installed: SiteInstall) -> None:
     controller = HelmController(rehearsal, "succeeded")
     first = rehearsal.make("rke2/gpu/operator/apply", "CONFIRM=yes", timeout=400)
     first.assert_ok()
@@ -1036,7 +1116,8 @@ def test_gpu_operator_apply_waits_for_the_job_of_this_apply_and_a_second_run_cha
 
 
 @pytest.mark.slow
-def test_gpu_operator_apply_fails_fast_when_the_job_of_this_apply_fails(rehearsal: SiteRehearsal, tmp_path: Path) -> None:
+def test_gpu_operator_apply_fails_fast_when_the_job_of_this_apply_fails(rehearsal: SiteRehearsal, site_installed: SiteInstall,
+                                                                        tmp_path: Path) -> None:
     chart = yaml.safe_load((SITE / "rke2/gpu-operator.helmchart.yaml").read_text())
     chart["spec"]["valuesContent"] += "\n# values changed: helm-controller starts a new Job\n"
     changed = tmp_path / "gpu-operator.helmchart.yaml"
@@ -1102,6 +1183,7 @@ def _suite_rules(rehearsal: SiteRehearsal, tmp_path: Path, target: str) -> dict[
 
 @pytest.mark.slow
 def test_argocd_register_adds_the_cluster_secret_and_a_second_run_changes_nothing(rehearsal: SiteRehearsal,
+                                                                                    site_installed: SiteInstall,
                                                                                     tmp_path: Path) -> None:
     assert _suite_rules(rehearsal, tmp_path / "before", "suites/gitops")["ADR-0001.argocd-registered"] == "failed"
     controller = TokenController(rehearsal)
@@ -1132,11 +1214,11 @@ SUITE_USER = "system:serviceaccount:kube-system:dgxspark-suite"
 
 @pytest.mark.slow
 def test_suite_rbac_gives_the_suite_its_own_identity_and_a_kubeconfig_it_runs_with(rehearsal: SiteRehearsal,
+                                                                                    site_installed: SiteInstall,
                                                                                     tmp_path: Path) -> None:
     from kubernetes import client
     from kubernetes import config as kubeconfig
 
-    rehearsal.make("rke2/kubeconfig").assert_ok()
     suite_config = rehearsal.directory / "home" / "dgxspark-suite.config"
     first = rehearsal.make("rke2/suite/rbac", f"SUITE_KUBECONFIG={suite_config}")
     first.assert_ok()
@@ -1176,7 +1258,7 @@ def test_suite_rbac_gives_the_suite_its_own_identity_and_a_kubeconfig_it_runs_wi
     assert statuses["ADR-0001.kubeconfig-context"] == statuses["ADR-0001.node-ready"] == "passed", proc.stdout[-3000:]
     run = [json.loads(line) for line in log.read_text().splitlines()[before:]]
     assert {r["cluster"] for r in run} == {"workload", "management"}
-    # ... but one, once a test before this one registered the cluster in Argo CD: the Argo CD check then opens this
+    # ... but one, once a test (in any order) registered the cluster in Argo CD: the Argo CD check then opens this
     # API with the registration's own token, as Argo CD connects, and does nothing else with it
     argocd = [(r["cluster"], r["method"], r["path"], r["status"], r.get("user")) for r in run if r.get("user") != SUITE_USER]
     registered = statuses["ADR-0001.argocd-registered"] == "passed"
