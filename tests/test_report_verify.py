@@ -217,6 +217,7 @@ def test_forgery_a_consistent_accepted_bundle_made_with_this_tool_and_another_ke
         monkeypatch: pytest.MonkeyPatch) -> None:
     results = json.loads((crash / "results.json").read_text())
     results["verdict"], results["root_causes"], results["lowest_broken_layer"] = "ACCEPTED", [], None
+    results["verdict_reasons"] = []
     for rule in results["rules"]:
         if rule["status"] in ("failed", "blocked"):
             rule["status"] = "passed"
@@ -234,6 +235,26 @@ def test_forgery_a_consistent_accepted_bundle_made_with_this_tool_and_another_ke
     assert code == 3 and err.startswith("UNVERIFIED")  # consistent: only a trust anchor can tell
     code, _, err = _verify(crash, capsys, "--allowed-signers", str(made["allowed"]))
     assert code == 1 and "signature FAILED" in err
+
+
+def test_forgery_results_json_saying_accepted_over_a_failed_rule_and_not_simulated_signed_again(
+        made: dict[str, Any], crash: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    # a holder of the trusted key edits the verdict alone and re-makes every derived file from it: each agrees with
+    # results.json, which no longer agrees with itself
+    results = json.loads((crash / "results.json").read_text())
+    failed = [r["id"] for r in results["rules"] if r["status"] == "failed"]
+    assert failed and results["run"]["testbed"] == "device-plugin-crashloop"
+    results["verdict"], results["verdict_reasons"] = "ACCEPTED", []
+    results["run"]["simulated"] = False
+    (crash / "results.json").write_text(json.dumps(results))
+    monkeypatch.setenv("DGXSPARK_PDF", "off")
+    (crash / "summary.pdf").unlink(missing_ok=True)
+    htmlagree.agree(crash)
+    assert finish_bundle(crash, "both", made["good"]).problems == ()
+    code, _, err = _verify(crash, capsys, "--allowed-signers", str(made["allowed"]))
+    assert code == 1 and "results.json FAILED:" in err, err
+    assert f"verdict ACCEPTED, but its rules {', '.join(failed)} failed (a failed rule rejects)" in err
+    assert "run.simulated is False, but the run names a testbed (device-plugin-crashloop)" in err
 
 
 def test_forgery_report_html_rows_and_counts_edited(made: dict[str, Any], crash: Path,

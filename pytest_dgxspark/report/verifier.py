@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from pytest_dgxspark.judge.status import BROKEN, Status
 from pytest_dgxspark.report import derived
 from pytest_dgxspark.report.attestation import ATTESTATION, armored, check_attestation, pae, read_envelope
 from pytest_dgxspark.report.manifest import MANIFEST, SIGNATURE, ManifestError, check_manifest
@@ -56,13 +57,48 @@ def _scope(results: dict[str, Any]) -> str:
     return f"{scope['label']}{unverified}"
 
 
+# what a rule that is not informational may be in an ACCEPTED run (judge/fold.py's verdict)
+_DONE = frozenset({Status.PASSED, Status.WAIVED, Status.NOT_APPLICABLE, Status.RECORDED, Status.NOT_SELECTED})
+
+
 def _internal(results: dict[str, Any]) -> list[str]:
-    """results.json against itself: its counts are its rules' statuses."""
+    """results.json against itself: its counts are its rules' statuses, and its verdict, root causes, lowest broken
+    layer and SIMULATED follow from what it records (as judge/fold.py derives them), so a file edited to say ACCEPTED
+    over a failed rule, or not SIMULATED over a testbed, fails even when it was signed again."""
     tally: dict[str, int] = {}
-    for rule in results.get("rules") or []:
+    rules = [r for r in results.get("rules") or [] if isinstance(r, dict)]
+    for rule in rules:
         tally[str(rule.get("status"))] = tally.get(str(rule.get("status")), 0) + 1
     counts = {str(k): v for k, v in (results.get("counts") or {}).items() if v}
-    return [] if counts == tally else [f"results.json: counts {counts} are not its rules' statuses {tally}"]
+    problems = [] if counts == tally else [f"results.json: counts {counts} are not its rules' statuses {tally}"]
+    verdict = results.get("verdict")
+    considered = [r for r in rules if r.get("kind") != "informational"]
+    failed = [str(r.get("id")) for r in considered if r.get("status") == Status.FAILED]
+    open_ = [str(r.get("id")) for r in considered if r.get("status") not in _DONE]
+    if verdict not in derived.VERDICTS:
+        problems.append(f"results.json: verdict {verdict!r} is none of {', '.join(derived.VERDICTS)}")
+    elif failed and verdict != "REJECTED":
+        problems.append(f"results.json: verdict {verdict}, but its rules {', '.join(failed)} failed (a failed rule "
+                        "rejects)")
+    elif not failed and verdict == "REJECTED":
+        problems.append("results.json: verdict REJECTED, but none of its rules failed")
+    elif verdict == "ACCEPTED" and open_:
+        problems.append(f"results.json: verdict ACCEPTED, but its rules {', '.join(open_)} are not done")
+    elif verdict == "ACCEPTED" and results.get("verdict_reasons"):
+        problems.append(f"results.json: verdict ACCEPTED, but its verdict reasons say {results['verdict_reasons']}")
+    broken = {str(r.get("id")): str(r.get("layer")) for r in considered if r.get("status") in BROKEN}
+    causes = [str(c) for c in results.get("root_causes") or []]
+    if [c for c in causes if c not in broken]:
+        problems.append(f"results.json: root causes {[c for c in causes if c not in broken]} are not failed or "
+                        "errored rules of it")
+    lowest = results.get("lowest_broken_layer")
+    if lowest is not None and lowest not in {broken.get(c) for c in causes}:
+        problems.append(f"results.json: lowest broken layer {lowest!r} is the layer of none of its root causes {causes}")
+    run = results.get("run") or {}
+    if (run.get("testbed") or run.get("simulated_by")) and not run.get("simulated"):
+        problems.append(f"results.json: run.simulated is {run.get('simulated')!r}, but the run names a testbed "
+                        f"({run.get('testbed') or (run.get('simulated_by') or [''])[0]})")
+    return problems
 
 
 class _Out:
