@@ -292,6 +292,35 @@ def test_forgery_ctrf_statuses_passed(made: dict[str, Any], crash: Path, capsys:
     assert code == 1 and "ctrf.json FAILED:" in err
 
 
+def test_forgery_ctrf_verdict_and_environment_edited_with_the_statuses_kept(
+        made: dict[str, Any], crash: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # what a CTRF dashboard shows: the verdict and the target, signed again by the trusted key; each test's name and
+    # status as results.json gives them
+    doc = json.loads((crash / "ctrf.json").read_text())
+    extra = doc["results"]["summary"]["extra"]
+    extra["verdict"], extra["simulated"], extra["root_causes"] = "ACCEPTED", False, []
+    doc["results"]["environment"]["testEnvironment"] = "site:tirosh-home"
+    (crash / "ctrf.json").write_text(json.dumps(doc, indent=2))
+    _reseal(crash, made["good"])
+    code, _, err = _verify(crash, capsys, "--allowed-signers", str(made["allowed"]))
+    assert code == 1 and "ctrf.json FAILED:" in err, err
+    assert "not the CTRF of its results.json" in err and "results.summary.extra.verdict" in err
+    assert "results.environment.testEnvironment" in err
+
+
+def test_a_ctrf_written_by_another_version_is_held_to_its_facts(crash: Path) -> None:
+    from pytest_dgxspark.report.ctrf import check_ctrf
+
+    doc = json.loads((crash / "ctrf.json").read_text())
+    doc["results"]["tool"]["version"], doc["generatedBy"] = "0.0.9", "pytest-dgxspark 0.0.9"
+    doc["results"]["summary"]["extra"]["a_field_of_that_version"] = "worded otherwise"
+    (crash / "ctrf.json").write_text(json.dumps(doc))
+    assert check_ctrf(crash) == []  # a bundle made years ago by another version
+    doc["results"]["summary"]["extra"]["verdict"] = "ACCEPTED"
+    (crash / "ctrf.json").write_text(json.dumps(doc))
+    assert ["results.summary.extra.verdict" in p for p in check_ctrf(crash)] == [True]
+
+
 @pytest.mark.slow
 def test_signature_only_change_the_signature_removed(made: dict[str, Any], crash: Path,
                                                      capsys: pytest.CaptureFixture[str]) -> None:

@@ -158,4 +158,33 @@ def check_ctrf(run_dir: Path) -> list[str]:
         problems.append(f"{path}: its tests are not the tests of results.json")
     elif [t["status"] for t in tests] != [t["status"] for t in expected["results"]["tests"]]:
         problems.append(f"{path}: its test statuses differ from results.json")
+    made_by = str((doc["results"].get("tool") or {}).get("version"))
+    if made_by == tool_version():  # the same writer: the whole document is the one results.json gives
+        differing = _differences(doc, expected)
+    else:  # another version's writer may word its document otherwise; the facts are the same in any version
+        facts = (("results", "summary", "extra", "verdict"), ("results", "summary", "extra", "simulated"),
+                 ("results", "summary", "extra", "root_causes"), ("results", "summary", "extra", "lowest_broken_layer"),
+                 ("results", "environment", "testEnvironment"), ("results", "environment", "extra", "simulated"))
+        differing = [".".join(keys) for keys in facts if _at(doc, keys) != _at(expected, keys)]
+        differing += [f"results.tests[{i}].rawStatus" for i, (got, want) in
+                      enumerate(zip(tests, expected["results"]["tests"])) if got.get("rawStatus") != want.get("rawStatus")]
+    if differing and not problems:  # what is wrong is said above already
+        problems.append(f"{path}: not the CTRF of its results.json (made by pytest-dgxspark {made_by}) at "
+                        f"{', '.join(differing[:8])}{' ...' if len(differing) > 8 else ''}")
     return problems
+
+
+def _at(doc: Any, keys: tuple[str, ...]) -> Any:
+    for key in keys:
+        doc = doc.get(key) if isinstance(doc, dict) else None
+    return doc
+
+
+def _differences(got: Any, want: Any, where: str = "") -> list[str]:
+    """The paths at which two JSON documents differ (a key missing on either side, a value, a list's length)."""
+    if isinstance(got, dict) and isinstance(want, dict):
+        return [d for key in sorted(set(got) | set(want), key=str)
+                for d in _differences(got.get(key), want.get(key), f"{where}.{key}" if where else str(key))]
+    if isinstance(got, list) and isinstance(want, list) and len(got) == len(want):
+        return [d for i, (a, b) in enumerate(zip(got, want)) for d in _differences(a, b, f"{where}[{i}]")]
+    return [] if got == want and type(got) is type(want) else [where or "(the document)"]
