@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -255,6 +256,51 @@ def test_forgery_results_json_saying_accepted_over_a_failed_rule_and_not_simulat
     assert code == 1 and "results.json FAILED:" in err, err
     assert f"verdict ACCEPTED, but its rules {', '.join(failed)} failed (a failed rule rejects)" in err
     assert "run.simulated is False, but the run names a testbed (device-plugin-crashloop)" in err
+
+
+def _seal(run_dir: Path, key: Path) -> None:
+    """What a holder of the trusted key does after changing a file: seal the bundle again, as a run seals it."""
+    from pytest_dgxspark.report.bundle import seal
+
+    for name in ("attestation.intoto.json", "MANIFEST.sha256", "MANIFEST.sha256.sig"):
+        (run_dir / name).unlink(missing_ok=True)
+    problems: list[str] = []
+    assert seal(run_dir, key, [], problems) is None and problems == [], problems
+
+
+def test_forgery_summary_html_showing_another_page_over_a_hidden_copy_of_the_genuine_one(
+        made: dict[str, Any], crash: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # the genuine verdict inside a <template> (never rendered or printed) satisfied the fact read by pattern; what a
+    # reader saw was the verdict after it, its marker renamed
+    path = crash / "summary.html"
+    genuine = path.read_text(encoding="utf-8")
+    word = '<span id="verdict-word">REJECTED'
+    assert genuine.count(word) == 1
+    path.write_text(genuine.replace(word, f'<template>{word}</span></template><span id="verdict-word" >ACCEPTED'),
+                    encoding="utf-8")
+    _seal(crash, made["good"])
+    code, _, err = _verify(crash, capsys, "--allowed-signers", str(made["allowed"]))
+    assert code == 1 and "summary.html FAILED:" in err and "not the rendering of its results.json" in err, err
+    assert "signature FAILED" not in err  # sealed again by the trusted key: only the page itself tells
+    # made by another version (its ctrf.json says so), the page is held to being one page of these facts
+    ctrf = json.loads((crash / "ctrf.json").read_text())
+    ctrf["results"]["tool"]["version"], ctrf["generatedBy"] = "0.0.9", "pytest-dgxspark 0.0.9"
+    (crash / "ctrf.json").write_text(json.dumps(ctrf))
+    _seal(crash, made["good"])
+    code, _, err = _verify(crash, capsys, "--allowed-signers", str(made["allowed"]))
+    assert code == 1 and "not one page of these facts (made by pytest-dgxspark 0.0.9): <template" in err, err
+
+
+def test_forgery_report_html_a_decoy_data_blob_before_the_one_the_page_renders(
+        made: dict[str, Any], crash: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = crash / "report.html"
+    text = path.read_text(encoding="utf-8")
+    blob = re.search(r'data-jsonblob="[^"]*"', text).group(0)
+    path.write_text(text.replace('<div id="data-container"', f"<template {blob}></template><div id=\"data-container\"", 1),
+                    encoding="utf-8")
+    _seal(crash, made["good"])
+    code, _, err = _verify(crash, capsys, "--allowed-signers", str(made["allowed"]))
+    assert code == 1 and "report.html FAILED:" in err and "2 data blobs; a report.html has one" in err, err
 
 
 def test_forgery_report_html_rows_and_counts_edited(made: dict[str, Any], crash: Path,

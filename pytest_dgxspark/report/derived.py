@@ -12,7 +12,7 @@ from typing import Any
 
 from pytest_dgxspark.judge.status import Status
 from pytest_dgxspark.report import htmlagree, junitagree, matrix, messages
-from pytest_dgxspark.report.ctrf import CTRF, check_ctrf
+from pytest_dgxspark.report.ctrf import CTRF, check_ctrf, tool_version
 from pytest_dgxspark.report.matrix import css_status
 from pytest_dgxspark.report.pdf import PDF
 
@@ -90,7 +90,35 @@ def summary_html(run_dir: Path, results: dict[str, Any]) -> list[str]:
     causes = re.findall(r'<div class="cause" id="cause-([^"]+)"', text)
     if causes != [c["id"] for c in matrix.root_causes(results)][:3]:
         problems.append(f"{path}: root causes {causes}, results.json says {results.get('root_causes')}")
+    if problems:
+        return problems
+    made_by = _made_by(run_dir)
+    if made_by == tool_version():  # the same writer: summary.html is its rendering of results.json, byte for byte
+        from pytest_dgxspark.report.summary import render_summary
+
+        rendered = render_summary(results, lang, run_dir)
+        if text != rendered:
+            line = next((n for n, (a, b) in enumerate(zip(text.splitlines(), rendered.splitlines()), start=1) if a != b),
+                        min(len(text.splitlines()), len(rendered.splitlines())) + 1)
+            problems.append(f"{path}: not the rendering of its results.json by pytest-dgxspark {made_by} (lang {lang}): "
+                            f"they differ from line {line}")
+    else:  # another version rendered it otherwise; what its reader sees is still one page of these facts
+        hidden = [tag for tag in ("<template", "<noscript", "<iframe", "<object", "<embed") if tag in text]
+        twice = [mark for mark in ('id="verdict-word"', 'id="lowest-broken-layer"', '<section id="run"', "<title")
+                 if text.count(mark) != 1]
+        if hidden or twice or text.count('class="rule-row') != len(rows):
+            problems.append(f"{path}: not one page of these facts (made by pytest-dgxspark {made_by}): "
+                            f"{', '.join(hidden + [f'{m} {text.count(m)} times' for m in twice]) or 'more rule rows'}")
     return problems
+
+
+def _made_by(run_dir: Path) -> str | None:
+    """The version of pytest-dgxspark that wrote the bundle, as its ctrf.json names it (None when it does not)."""
+    try:
+        doc = json.loads((run_dir / CTRF).read_text(encoding="utf-8"))
+        return str(doc["results"]["tool"]["version"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def pdf_text(path: Path, first: int | None = None, last: int | None = None) -> str:

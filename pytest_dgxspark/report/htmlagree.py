@@ -147,6 +147,13 @@ def disagreements(run_dir: Path) -> list[str]:
                                 f"results.json says {row.status}")
             if entry.get("rule") not in (None, row.rule):
                 problems.append(f"{path}: {nodeid}: rule {entry.get('rule')!r}, results.json says {row.rule}")
+    # one page: the data pytest-html's script renders is the data-container's (a decoy blob before it was read here
+    # while the page showed another), with one header of counts and one rules line
+    blobs, headers, lines = text.count("data-jsonblob"), text.count('class="filters"'), text.count(_PREFIX)
+    if blobs != 1 or '<div id="data-container" data-jsonblob="' not in text:
+        problems.append(f"{path}: {blobs} data blobs; a report.html has one, on its data-container")
+    if headers != 1 or lines != 1 or text.count(_rules_line(results)) > 1:
+        problems.append(f"{path}: {headers} headers of counts and {lines} rules lines; a report.html has one of each")
     filters = _FILTERS.search(text)
     shown_counts = {m.group("status"): int(m.group("n")) for m in _COUNT.finditer(filters.group(0))} if filters else {}
     want = rowmod.counts(table)
