@@ -55,6 +55,15 @@ PLANTED = {
     "registries.yaml auth, decoded": "Registry-Auth-Planted-7201",
     "registries.yaml identity_token": "Registry-Identity-Planted-7202",
     "netplan wifi password": "Wifi-Pass-Planted-7300",
+    "netplan wifi password, block scalar": "Wifi-Block-Planted-7301",
+    "netplan wifi password, quoted over two lines": "Wifi-Quoted-Planted-7302",
+    "netplan wifi password, its second line": "-Continued-7303",
+    "valuesContent password, block scalar": "Block-Pass-Planted-7411",
+    "valuesContent apiKeys list": "List-Key-Planted-7412",
+    "valuesContent env REGISTRY_PASS, value first": "Env-Rev-Planted-7413",
+    "valuesContent env NGC_CREDS": "Creds-Planted-7414",
+    "--metadata-from-json-file list item password=": "Meta-List-Planted-7802",
+    "--metadata-from-json-file list item token:": "Meta-List-Token-Planted-7803",
     "manual check note ghp_ token": "ghp_PlantedNoteGithubToken00000000007604",
     "manual check note glpat- token": "glpat-PlantedNoteGitlab0007605",
     "manual check note ?access_token=": "Wiki-Access-Planted-7600",
@@ -105,9 +114,12 @@ def _forms(value: str) -> list[bytes]:
 
 def _run(tmp_path: Path, *extra: str) -> tuple[subprocess.CompletedProcess, Path]:
     report_dir = tmp_path / "reports"
+    metadata = tmp_path / "metadata.json"  # a CI's metadata file: secret strings in a list
+    metadata.write_text(json.dumps({"deploy": ["password=Meta-List-Planted-7802", "token: Meta-List-Token-Planted-7803"]}))
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "suites", "--testbed", str(SCENARIO), "--report-dir", str(report_dir),
-         "-p", "no:cacheprovider", "--dgxspark-cuda-timeout", "20", *METADATA, *extra],
+         "-p", "no:cacheprovider", "--dgxspark-cuda-timeout", "20", *METADATA,
+         "--metadata-from-json-file", str(metadata), *extra],
         cwd=REPO, capture_output=True, text=True, timeout=400, check=False, env={**os.environ, **ENV},
     )
     return proc, (report_dir / "latest").resolve()

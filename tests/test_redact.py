@@ -188,3 +188,51 @@ def test_log_records_are_redacted_before_a_handler_keeps_them():
     finally:
         log.removeHandler(handler)
     assert kept == ["GET https://api.example:6443/x?access_token=<redacted>", "RUN agent-token: <redacted>"]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected", "secrets"),
+    [
+        # a block scalar: the line pattern took its `>-` alone and left the value on the next line
+        ("ngc:\n  password: >-\n    Fold-Pass-0071\n    and-its-second-line\n  keep: me\n",
+         "ngc:\n  password: <redacted>\n  keep: me\n", ["Fold-Pass-0071", "and-its-second-line"]),
+        ("wifi:\n  password: |2-\n      Lit-Pass-0072\n\n  dhcp4: true\n", "wifi:\n  password: <redacted>\n\n  dhcp4: true\n",
+         ["Lit-Pass-0072"]),
+        # a double-quoted value going on over a line break
+        ('ap:\n  password: "Quoted-0073\\\n    -More-0074"\n  band: 5GHz\n', 'ap:\n  password: "<redacted>"\n  band: 5GHz\n',
+         ["Quoted-0073", "-More-0074"]),
+        # an env entry written value first, and a *_CREDS name
+        ("env:\n  - value: Rev-Pass-0075\n    name: REGISTRY_PASS\n", "env:\n  - value: <redacted>\n    name: REGISTRY_PASS\n",
+         ["Rev-Pass-0075"]),
+        ("- {name: NGC_CREDS, value: Creds-0076}", "- {name: NGC_CREDS, value: <redacted>}", ["Creds-0076"]),
+        # a flow list under a secret key: each item is known on its own (a message quotes ['x'], not [x])
+        ("apiKeys: [List-Key-0077, 'List-Key-0078']", "apiKeys: <redacted>", ["List-Key-0077", "List-Key-0078"]),
+    ],
+)
+def test_multi_line_listed_and_reordered_secrets_are_redacted_and_known(text, expected, secrets):
+    assert redact_text(text, "t", remember=True) == expected
+    assert set(secrets) <= set(redaction.LOG.secrets())
+    assert redaction.scrub_known(f"live {secrets!r}") == f"live {[REDACTED] * len(secrets)!r}"
+
+
+def test_a_list_under_a_secret_key_and_an_env_entry_are_redacted_in_structured_values():
+    assert redact({"ngc": {"apiKeys": ["List-Key-0079", ""], "password": ["Pw-0080"]},
+                   "env": [{"value": "Creds-0081", "name": "NGC_CREDS"}]}) == {
+        "ngc": {"apiKeys": [REDACTED, ""], "password": [REDACTED]}, "env": [{"value": REDACTED, "name": "NGC_CREDS"}]}
+
+
+def test_the_live_helmcharts_message_quotes_no_secret_value():
+    import importlib.util
+
+    from tests.conftest import REPO
+
+    spec = importlib.util.spec_from_file_location("helmchart_live", REPO / "suites/gpu_operator/test_helmchart_live.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    site = {"ngc": {"password": None}, "toolkit": {"env": []}, "driver": {"version": "580.95.05"}}
+    live = {"ngc": {"password": "Live-Pass-0082", "apiKeys": ["Live-Key-0083"]},
+            "toolkit": {"env": [{"value": "Live-Env-0084", "name": "REGISTRY_PASS"}]}, "driver": {"version": "580.82.07"}}
+    said = module._difference("valuesContent", {"site": site, "live": live})
+    assert not any(secret in said for secret in ("Live-Pass-0082", "Live-Key-0083", "Live-Env-0084")), said
+    assert "ngc.password (site unset, live '<redacted>')" in said and "ngc.apiKeys (site unset, live ['<redacted>'])" in said
+    assert "driver.version (site '580.95.05', live '580.82.07')" in said  # what is no secret is still named

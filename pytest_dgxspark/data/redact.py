@@ -20,7 +20,7 @@ REDACTED = "<redacted>"
 
 # Key names whose values are secret, in YAML, JSON, env files, INI, CLI flags and Python reprs.
 _WORDS = (r"password|passwd|passphrase|secret|token|api[-_]?key|access[-_]?key|private[-_]?key|"
-          r"key[-_]?data|cert(?:ificate)?[-_]?data|credentials?|authorization|bearer|session[-_]?key")
+          r"key[-_]?data|cert(?:ificate)?[-_]?data|credentials?|creds|authorization|bearer|session[-_]?key")
 SECRET_KEY = re.compile(rf"(?i)(?:{_WORDS})|(?:^|[-_.])pass$|^auth$|dockerconfigjson")
 # Keys that name or point at a secret, or switch a feature, rather than hold one (secretName, token-file,
 # rke2_secrets_encryption): their values are kept.
@@ -46,6 +46,16 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str], str | Callable[[re.Match[str]], str
         rf"(?i)([\"']?name[\"']?\s*:\s*[\"']?(?:[\w.-]*(?:{_WORDS}|_KEY|_PASS)[\w.-]*)[\"']?\s*(?:,|\n|\\n)"
         r"\s*(?:-\s*)?[\"']?value[\"']?\s*:\s*)(?!" + _HARMLESS + r")(\"[^\"\n]*\"|'[^'\n]*'|[^\s,}\n\\]+)"),
      r"\1" + REDACTED),
+    # ... and the same entry written value first: `- value: ...` then `name: REGISTRY_PASS`
+    ("env-value", re.compile(
+        r"(?i)([\"']?value[\"']?\s*:\s*)(?!" + _HARMLESS + r")(\"[^\"\n]*\"|'[^'\n]*'|[^\s,}\n\\]+)"
+        rf"(?=\s*(?:,|\n|\\n)\s*[\"']?name[\"']?\s*:\s*[\"']?[\w.-]*(?:{_WORDS}|_KEY|_PASS)[\w.-]*)"),
+     r"\1" + REDACTED),
+    # a quoted YAML value that goes on over lines: `password: "abc\` then `def"` (the line form below would take
+    # its first line alone)
+    ("secret-key-value", re.compile(
+        rf"(?im)^(\s*(?:-\s*)?[\"']?(?:{_KEY})[\"']?\s*:\s*)(?!{_HARMLESS})(\"(?:[^\"\\]|\\[\s\S])*\"|'(?:[^']|'')*')"),
+     lambda m: m.group(1) + m.group(2)[0] + REDACTED + m.group(2)[0]),
     # block YAML / env / INI lines: `password: x`, `AWS_SECRET_ACCESS_KEY=x`, `token = x`
     ("secret-key-value", re.compile(
         rf"(?im)^(\s*(?:-\s*)?(?:export\s+)?[\"']?(?:{_KEY})[\"']?\s*[:=]\s*)(?!{_HARMLESS})(?!\s*$)([^\n]+)"),
@@ -58,6 +68,12 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str], str | Callable[[re.Match[str]], str
         r"(\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'|(?:(?!\\n)[^\s,}\]\)'\"])+)"),
      lambda m: m.group(1) + (m.group(3)[0] + REDACTED + m.group(3)[0] if m.group(3)[:1] in "\"'" else REDACTED)),
 )
+
+
+# a YAML block scalar under a secret key: `password: >-` (or `|`, `|2-`, ...) and the lines indented under it
+_BLOCK = re.compile(
+    rf"(?im)^(?P<key>(?P<indent>[ \t]*)(?:-[ \t]+)?[\"']?(?:{_KEY})[\"']?[ \t]*:)[ \t]*[|>][0-9+-]{{0,2}}[ \t]*(?:#[^\n]*)?\n"
+    r"(?P<body>(?:(?:(?P=indent)[ \t]+[^\n]*|[ \t]*)(?:\n|$))*(?:(?P=indent)[ \t]+[^\n]*(?:\n|$)))")
 
 
 class RedactionLog:
@@ -73,13 +89,21 @@ class RedactionLog:
             self.remember(value, kind, where)
 
     def remember(self, value: str, kind: str, source: str) -> None:
-        """A secret value the run read; the bundle scan looks for it. Short or blank values cannot be scanned."""
+        """A secret value the run read; the bundle scan looks for it. Short or blank values cannot be scanned. A value
+        over several lines is remembered whole and line by line, a flow list `[a, b]` item by item (either may be
+        quoted elsewhere on its own)."""
         value = value.strip().strip("\"'")
-        if len(value) >= 6 and REDACTED not in value and value not in self._seen:
-            self._seen[value] = (kind, source)
-            for other in decoded_values(value):  # a URL-encoded password is the password too
-                if len(other) >= 6 and other not in self._seen and REDACTED not in other:
-                    self._seen[other] = (kind, source)
+        parts = [value]
+        if "\n" in value:
+            parts += [line.strip().rstrip("\\").strip() for line in value.splitlines()]
+        if value.startswith("[") and value.endswith("]"):
+            parts += [item.strip().strip("\"'") for item in value[1:-1].split(",")]
+        for part in parts:
+            if len(part) >= 6 and REDACTED not in part and part not in self._seen:
+                self._seen[part] = (kind, source)
+                for other in decoded_values(part):  # a URL-encoded password is the password too
+                    if len(other) >= 6 and other not in self._seen and REDACTED not in other:
+                        self._seen[other] = (kind, source)
 
     def secrets(self) -> dict[str, tuple[str, str]]:
         return dict(self._seen)
@@ -190,7 +214,21 @@ def scrub(text: str, secrets: dict[str, tuple[str, str]]) -> tuple[str, list[tup
     return text, found
 
 
+def _redact_block_scalars(text: str, where: str, remember: bool) -> str:
+    """`password: >-` and the lines under it become `password: <redacted>` (the line pattern took the `>-` alone)."""
+    if "|" not in text and ">" not in text:
+        return text
+
+    def sub(match: re.Match[str]) -> str:
+        lines = [line.strip() for line in match.group("body").splitlines() if line.strip()]
+        LOG.note("secret-key-value", where, "\n".join(lines), remember)
+        return f"{match.group('key')} {REDACTED}\n"
+
+    return _BLOCK.sub(sub, text)
+
+
 def _redact_patterns(text: str, where: str, remember: bool) -> str:
+    text = _redact_block_scalars(text, where, remember)
     for kind, pattern, replacement in _PATTERNS:
         def sub(match: re.Match[str], kind: str = kind, replacement: Any = replacement) -> str:
             part = _secret_part(kind, match)
@@ -225,9 +263,13 @@ def redact(value: Any, where: str = "value", remember: bool = True) -> Any:
                     LOG.note("secret-data", f"{where}.{key}.{k}", str(v), remember)
                 result[key] = {k: REDACTED for k in item}
             elif (_secret_key(key) or (env_secret and key == "value")) \
-                    and not isinstance(item, (Mapping, list, bool)) and item not in (None, "", REDACTED):
+                    and not isinstance(item, (Mapping, list, tuple, bool)) and item not in (None, "", REDACTED):
                 LOG.note("secret-key-value", f"{where}.{key}", str(item), remember)
                 result[key] = REDACTED
+            elif _secret_key(key) and isinstance(item, (list, tuple)):  # apiKeys: [a, b]: each one a secret
+                result[key] = [redact(v, f"{where}.{key}", remember) if isinstance(v, (Mapping, list, tuple)) or v in
+                               (None, "", REDACTED) or isinstance(v, bool) else _noted(v, f"{where}.{key}", remember)
+                               for v in item]
             else:
                 result[key] = redact(item, f"{where}.{key}", remember)
         return result
@@ -240,6 +282,11 @@ def redact(value: Any, where: str = "value", remember: bool = True) -> Any:
     if value is None or isinstance(value, (bool, int, float)):
         return value
     return redact_text(str(value), where, remember)
+
+
+def _noted(value: Any, where: str, remember: bool) -> str:
+    LOG.note("secret-key-value", where, str(value), remember)
+    return REDACTED
 
 
 def remember_secrets(value: Any, source: str) -> None:

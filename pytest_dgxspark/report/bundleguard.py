@@ -35,16 +35,22 @@ def pytest_metadata(metadata: dict[str, Any], config: pytest.Config) -> None:
     _redact_mapping(metadata, "pytest-metadata")
 
 
-def _redact_mapping(mapping: dict[str, Any], where: str) -> None:
-    for key in list(mapping):
-        value = mapping[key]
-        if isinstance(value, dict):
+def _redact_mapping(mapping: dict[str, Any] | list[Any], where: str) -> None:
+    for key in (list(mapping) if isinstance(mapping, dict) else range(len(mapping))):
+        value = mapping[key]  # type: ignore[index]
+        secret = isinstance(key, str) and bool(SECRET_KEY.search(key))
+        if isinstance(value, (dict, list)):  # a list's strings too: {"deploy": ["password=x", "token: y"]}
+            if secret and isinstance(value, list):  # api_keys: ["a", "b"]: each one a secret
+                for index, item in enumerate(value):
+                    if isinstance(item, str) and item and item != REDACTED:
+                        redaction.LOG.note("secret-key-value", f"{where}.{key}", item, remember=True)
+                        value[index] = REDACTED
             _redact_mapping(value, f"{where}.{key}")
-        elif isinstance(value, str) and SECRET_KEY.search(str(key)) and value and value != REDACTED:
+        elif isinstance(value, str) and secret and value and value != REDACTED:
             redaction.LOG.note("secret-key-value", f"{where}.{key}", value, remember=True)
-            mapping[key] = REDACTED
+            mapping[key] = REDACTED  # type: ignore[index]
         elif isinstance(value, str):
-            mapping[key] = redact_text(value, f"{where}.{key}", remember=True)
+            mapping[key] = redact_text(value, f"{where}.{key}", remember=True)  # type: ignore[index]
 
 
 @pytest.hookimpl(trylast=True)

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from pytest_dgxspark.checking import require, unreadable
+from pytest_dgxspark.data.redact import redact, remember_secrets
 from pytest_dgxspark.site.model import helm_values
 
 # HelmChart spec keys that change the installed chart or its values when set on the live object only
@@ -27,8 +28,8 @@ def _difference(key: str, found: dict[str, Any]) -> str:
         site, live = found["site"], found["live"]
         paths = sorted(_changed_paths(site, live))
         return "spec.valuesContent differs at " + ", ".join(
-            f"{p} (site {_shown(_at(site, p))}, live {_shown(_at(live, p))})" for p in paths[:6])
-    return f"spec.{key} is {found['live']!r} live, {found['site']!r} in the site"
+            f"{p} (site {_shown(_at(site, p), p)}, live {_shown(_at(live, p), p)})" for p in paths[:6])
+    return f"spec.{key} is {_shown(found['live'], key)} live, {_shown(found['site'], key)} in the site"
 
 
 def _changed_paths(a: Any, b: Any, prefix: str = "") -> list[str]:
@@ -41,8 +42,11 @@ def _changed_paths(a: Any, b: Any, prefix: str = "") -> list[str]:
     return [] if a == b else [prefix or "(root)"]
 
 
-def _shown(value: Any) -> str:
-    return "unset" if value is None else repr(value)
+def _shown(value: Any, path: str) -> str:
+    """A value as the message quotes it: a secret (under a secret key, an env entry's, a token's shape) redacted."""
+    if value is None:
+        return "unset"
+    return repr(redact({path.rsplit(".", 1)[-1]: value}, f"the HelmChart's {path}")[path.rsplit(".", 1)[-1]])
 
 
 def _at(values: Any, path: str) -> Any:
@@ -61,11 +65,17 @@ def test_live_helmchart_equals_site_manifest(cluster: Any, site: Any, evidence: 
     ))
     want = site.helmchart.get("spec") or {}
     have = live.get("spec") or {}
-    evidence.record("live HelmChart spec", have)
     try:  # the bounded loader: a valuesContent bomb is refused and named, never expanded into the report
         site_values = helm_values(site.helmchart)
         live_values = helm_values(live, f"{cluster.where}: the live HelmChart's spec.valuesContent")
-    except ValueError as error:
+    except ValueError as exc:
+        error: ValueError | None = exc
+    else:
+        error = None
+        # the values' secrets, however the YAML wrote them, are known before any of it is recorded or quoted
+        remember_secrets(live_values, f"{cluster.where}: the live HelmChart's values")
+    evidence.record("live HelmChart spec", have)
+    if error is not None:
         unreadable(f"{error}; the live chart's values cannot be compared with the site's")
     differ = {}
     for key, value in want.items():
