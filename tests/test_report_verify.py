@@ -328,6 +328,19 @@ def test_forgery_junit_xml_skips_dropped(made: dict[str, Any], crash: Path, caps
 
 
 @pytest.mark.slow
+def test_forgery_junit_xml_root_counts_that_a_ci_reads(made: dict[str, Any], crash: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    import xml.etree.ElementTree as ET
+
+    tree = ET.parse(crash / "junit.xml")
+    tree.getroot().set("tests", "65")
+    tree.getroot().set("failures", "0")
+    tree.write(crash / "junit.xml")
+    _reseal(crash, None)
+    code, _, err = _verify(crash, capsys)
+    assert code == 1 and "junit.xml FAILED:" in err and "testsuites: failures=0, its testsuites give " in err, err
+
+
 def test_forgery_ctrf_statuses_passed(made: dict[str, Any], crash: Path, capsys: pytest.CaptureFixture[str]) -> None:
     doc = json.loads((crash / "ctrf.json").read_text())
     for test in doc["results"]["tests"]:
