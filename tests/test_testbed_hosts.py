@@ -704,3 +704,54 @@ def test_stopping_a_gone_host_spares_the_namespace_that_got_its_inode_number(tmp
                                                         "init_start": leftovers.start_time(init), "netns": "none"}))
         hosts.stop_host(hosts.HostHandle("own", "127.0.0.1", 22, "none", init, tmp_path))
         assert not [p for p in os.listdir("/proc") if p.isdigit() and _ns(p) == inode]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("moment", ["while PID 1 sets up", "while sshd comes up"])
+def test_a_signal_while_a_host_starts_stops_what_was_started(tmp_path: Path, keypair: Path, slot: int,
+                                                            monkeypatch: pytest.MonkeyPatch, moment: str) -> None:
+    # nothing records the host before start_host returns, so a Ctrl-C during its waits left it running (its sshd
+    # answering on the node's address) after the testbed's teardown
+    if moment == "while PID 1 sets up":
+        class Clock:  # the wait's first breath is where the signal lands
+            monotonic = staticmethod(time.monotonic)
+
+            @staticmethod
+            def sleep(_: float) -> None:
+                raise KeyboardInterrupt
+
+        monkeypatch.setattr(hosts, "time", Clock)
+    else:
+        def wait_ssh(*_: Any) -> str | None:
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(hosts, "_wait_ssh", wait_ssh)
+    index = next(_INDEX)
+    host_ip, node_ip, prefix = netns.node_addresses(slot, index)
+    ns_name, ifname = netns.names_for(slot, index)
+    link = netns.create(ns_name, ifname, host_ip, node_ip, prefix)
+    node_dir = tmp_path / "node"
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            hosts.start_host("gpu-01", {}, node_dir=node_dir, link=link, scenario="hosts-test",
+                             authorized_key=keypair.with_suffix(".pub").read_text(), host_key_dir=tmp_path / "keys")
+        assert (node_dir / "host.json").is_file()
+        deadline = time.monotonic() + 5
+        while (left := _processes_naming(node_dir)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert left == [], f"the host's processes outlived the signal: {left}"
+    finally:
+        netns.destroy(link)
+
+
+def _processes_naming(path: Path) -> list[str]:
+    found = []
+    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if str(path) in cmdline and state != "Z":
+            found.append(f"{pid} {cmdline[:120]}")
+    return found

@@ -144,21 +144,26 @@ def start_host(name: str, spec: dict[str, Any], *, node_dir: Path, link: netns.L
     _CHILDREN[proc.pid] = proc
     deadline = time.monotonic() + timeout
     init_pid = None
-    while time.monotonic() < deadline and not (node_dir / "ready").exists():
-        init_pid = init_pid or _child_of(proc.pid)
-        if proc.poll() is not None or (node_dir / "init-error.txt").exists():
-            break
-        time.sleep(0.01)
-    init_pid = init_pid or _child_of(proc.pid)
-    handle = HostHandle(name, link.node_ip, 22, link.netns, init_pid or proc.pid, node_dir)
-    (node_dir / "host.json").write_text(json.dumps({
-        "launcher_pid": proc.pid, "init_pid": init_pid, "pidns": _ns_inode(init_pid, "pid") if init_pid else None,
-        "init_start": start_time(init_pid) if init_pid else None, "netns": link.netns}))
+    try:
+        while time.monotonic() < deadline and not (node_dir / "ready").exists():
+            init_pid = init_pid or _child_of(proc.pid)
+            if proc.poll() is not None or (node_dir / "init-error.txt").exists():
+                break
+            time.sleep(0.01)
+    except BaseException:  # a signal while it starts: nothing records this host yet, so it is stopped here
+        handle = _recorded(name, node_dir, link, proc.pid, init_pid or _child_of(proc.pid))
+        stop_host(handle)
+        raise
+    handle = _recorded(name, node_dir, link, proc.pid, init_pid or _child_of(proc.pid))
     why = None
     if not (node_dir / "ready").exists():
         why = f"its PID 1 did not finish setting up:\n{_tail(node_dir / 'init-error.txt')}\ninit.log:\n{_tail(node_dir / 'init.log')}"
     elif not spec["unreachable"]:
-        failure = _wait_ssh(link.node_ip, deadline)
+        try:
+            failure = _wait_ssh(link.node_ip, deadline)
+        except BaseException:  # a signal while sshd comes up: the caller has not recorded this host yet
+            stop_host(handle)
+            raise
         if failure:
             why = f"sshd never answered on {link.node_ip}:22 ({failure}); sshd.log:\n{_tail(node_dir / 'sshd.log')}"
     if why:
@@ -168,6 +173,14 @@ def start_host(name: str, spec: dict[str, Any], *, node_dir: Path, link: netns.L
 
 
 _CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
+
+
+def _recorded(name: str, node_dir: Path, link: netns.Link, launcher: int, init_pid: int | None) -> HostHandle:
+    """The host's handle, with host.json (what stop_host reads) written."""
+    (node_dir / "host.json").write_text(json.dumps({
+        "launcher_pid": launcher, "init_pid": init_pid, "pidns": _ns_inode(init_pid, "pid") if init_pid else None,
+        "init_start": start_time(init_pid) if init_pid else None, "netns": link.netns}))
+    return HostHandle(name, link.node_ip, 22, link.netns, init_pid or launcher, node_dir)
 
 
 def _pids_in_pidns(inode: int) -> list[int]:
