@@ -1,6 +1,7 @@
 """The run plan: every option, ini key and environment value of a run, resolved and validated once at configure."""
 from __future__ import annotations
 
+import datetime
 import os
 import tempfile
 from collections.abc import Mapping
@@ -345,6 +346,16 @@ def _redacted_note(check: ManualCheck, root: Path) -> ManualCheck:
     return replace(check, note=redact_text(check.note, f"{root}/manual-checks.yml {check.id}.note", remember=True))
 
 
+def _run_date(config: pytest.Config, problems: list[str]) -> None:
+    """--dgxspark-run-date is a calendar day (the run_date fixture reads it; refused here, before any target)."""
+    given = config.getoption("dgxspark_run_date", None)
+    if given:
+        try:
+            datetime.date.fromisoformat(str(given))
+        except ValueError:
+            problems.append(f"--dgxspark-run-date {given!r}: expected a calendar day as YYYY-MM-DD (e.g. 2027-02-28)")
+
+
 def resolve(config: pytest.Config, catalog: Catalog, planning: bool = False) -> RunPlan:
     """The plan of this run; one UsageError lists every problem (file or option, key, what was expected). `planning`
     (--dgxspark-plan): a missing kubeconfig is a note of the printed plan instead."""
@@ -370,6 +381,7 @@ def resolve(config: pytest.Config, catalog: Catalog, planning: bool = False) -> 
     smi = _seconds(config, "dgxspark_smi_timeout", DEFAULT_SMI_TIMEOUT_S, problems)
     command = _seconds(config, "dgxspark_command_timeout", DEFAULT_COMMAND_TIMEOUT_S, problems)
     deadline = _seconds(config, "dgxspark_deadline", DEFAULT_DEADLINE_S, problems)
+    _run_date(config, problems)
     reports = report_dir(config)
     _writable_report_dir(reports, problems)
     config.stash[report_dir_key] = reports  # the bundle's results.py takes it from here

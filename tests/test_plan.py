@@ -73,6 +73,13 @@ def test_a_timeout_outside_its_documented_range_is_a_usage_error(pytester, suite
     usage_error(pytester.runpytest(*SITE_ARGS, *args), "ERROR: invalid run input:", message)
 
 
+def test_a_run_date_that_is_no_calendar_day_is_a_usage_error_before_any_target(pytester, suite):
+    # it was read by the forecast's fixture alone: the run went against its targets and the forecast said unreadable
+    suite("host", TOUCH)
+    usage_error(pytester.runpytest(*SITE_ARGS, "--dgxspark-run-date", "2027-02-30"), "ERROR: invalid run input:",
+                "--dgxspark-run-date '2027-02-30': expected a calendar day as YYYY-MM-DD (e.g. 2027-02-28)")
+
+
 def test_an_inventory_host_without_ansible_host_is_a_usage_error_not_an_address(pytester, suite):
     suite("host", TOUCH)
     (pytester.path / "inv.yml").write_text("all:\n  children:\n    rke2_servers:\n      hosts:\n        gpu-01:\n"
