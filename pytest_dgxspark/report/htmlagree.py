@@ -19,6 +19,7 @@ from markupsafe import escape
 
 from pytest_dgxspark.judge.status import Status
 from pytest_dgxspark.report import rows as rowmod
+from pytest_dgxspark.report.htmlreport import layer_sort_key
 from pytest_dgxspark.report.results import write_atomic
 
 REPORT = "report.html"
@@ -84,6 +85,18 @@ def _style(statuses: list[str]) -> str:
     return f"{_MARK}{rules}</style>"
 
 
+def _entry(row: rowmod.Row, rule: dict[str, Any]) -> dict[str, Any]:
+    """A report.html row for a test pytest did not report, with the cells pytest-html and htmlreport.py give one."""
+    word = rowmod.word(row.status)
+    layer, severity = layer_sort_key(str(rule.get("layer") or "")), str(rule.get("severity") or "")
+    return {"extras": [], "result": word, "testId": row.nodeid, "rule": row.rule, "layer": layer, "severity": severity,
+            "duration": "0 ms", "log": row.message or "the test did not run",
+            "resultsTableRow": [f'<td class="col-result">{word}</td>', f'<td class="col-testId">{escape(row.nodeid)}</td>',
+                                f'<td class="col-rule">{escape(row.rule)}</td>', f'<td class="col-layer">{escape(layer)}</td>',
+                                f'<td class="col-severity">{escape(severity)}</td>', '<td class="col-duration">0 ms</td>',
+                                '<td class="col-links"></td>']}
+
+
 def agree(run_dir: Path) -> int:
     """Rewrite run_dir/report.html so that its rows and header follow run_dir/results.json; the number of rows whose
     result changed. Nothing is written when there is no report.html; ReportHtmlError when it is not pytest-html's."""
@@ -95,7 +108,13 @@ def agree(run_dir: Path) -> int:
     blob = _load(text, path)
     table = rowmod.rows(results)
     changed = 0
-    for nodeid, entries in (blob.get("tests") or {}).items():
+    tests = blob.setdefault("tests", {})
+    rules = {str(r.get("id")): r for r in results.get("rules") or [] if isinstance(r, dict)}
+    for nodeid, row in table.items():  # the tests results.json holds that pytest never reported (not run: errors)
+        if nodeid not in tests:
+            tests[nodeid] = [_entry(row, rules.get(row.rule) or {})]
+            changed += 1
+    for nodeid, entries in tests.items():
         row = table.get(nodeid)
         if row is None:
             continue
