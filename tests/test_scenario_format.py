@@ -150,3 +150,22 @@ def test_the_testbed_cli_refuses_an_earlier_format_scenario_before_making_anythi
     assert err.startswith(f"dgxspark-testbed up: {FORMAT_1 / 'nvml-missing' / 'scenario.yaml'}: nodes.gpu-01.kube.gpus: "
                           "removed in scenario format 2; ")
     assert err.rstrip().endswith(SUFFIX) and not (tmp_path / "tb").exists()
+
+
+@pytest.mark.parametrize(("body", "said"), [
+    ("cluster: [1]", "cluster: expected a mapping, got list '[1]'"),
+    ("management: [1]", "management: expected a mapping, got list '[1]'"),
+    ("nodes: {gpu-01: [1]}", "nodes.gpu-01: expected a mapping, got list '[1]'"),
+    ("nodes: {gpu-01: {kube: [1]}}", "nodes.gpu-01.kube: expected a mapping, got list '[1]'"),
+    ("cluster: {faults: {latency_ms: fast}}", "cluster.faults.latency_ms: 'fast', expected a number of at least 0"),
+    ("cluster: {faults: {errors: [1]}}", "cluster.faults.errors: expected a mapping of path regex to"),
+    ("cluster: {faults: {errors: {'.*': {status: abc}}}}", "cluster.faults.errors['.*'].status: abc is not one of"),
+    ("management: {faults: {latency_ms: -1}}", "management.faults.latency_ms: -1, expected a number of at least 0"),
+], ids=["cluster-list", "management-list", "node-list", "kube-list", "latency-word", "errors-list", "status-word",
+        "management-latency"])
+def test_a_value_of_the_wrong_shape_is_named_with_what_was_expected_never_a_traceback(tmp_path: Path, body, said) -> None:
+    # each of these raised AttributeError or ValueError inside the loader: an INTERNALERROR traceback, exit 3, no report
+    directory = _write(tmp_path / "shape", f"format: 2\ndescription: x\nextends: healthy\n{body}\n")
+    with pytest.raises(ScenarioError) as raised:
+        load(directory)
+    assert str(raised.value).startswith(f"{directory / 'scenario.yaml'}: ") and said in str(raised.value), raised.value

@@ -66,6 +66,14 @@ def _rate(where: str, value: Any) -> float:
     return rate
 
 
+def _number(where: str, value: Any, whole: bool = False) -> float:
+    """A count or a length of time: a number of at least 0 (a whole one where `whole`), never a word or a boolean."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or (whole and value != int(value)):
+        raise FaultSpecError(f"cluster.faults.{where}: {value!r}, expected a {'whole ' if whole else ''}number of at "
+                             "least 0")
+    return float(value)
+
+
 class Faults:
     """Deterministic (seeded) faults for the requests whose path matches: see docs/scenarios.md, `cluster.faults`."""
 
@@ -85,17 +93,20 @@ class Faults:
         unknown = sorted(set(spec) - KEYS)
         if unknown:
             raise FaultSpecError(f"cluster.faults: unknown keys {unknown}; known: {sorted(KEYS)}")
-        self.latency = float(spec.get("latency_ms", 0)) / 1000.0
+        self.latency = _number("latency_ms", spec.get("latency_ms", 0)) / 1000.0
         self.paths = _regex("paths", spec.get("paths") or ".*")
         self.error_rate = _rate("error_rate", spec.get("error_rate", 0))
         self.drop_rate = _rate("drop_rate", spec.get("drop_rate", 0))
         self.errors: list[ErrorRule] = []
+        if not isinstance(spec.get("errors") or {}, dict):
+            raise FaultSpecError(f"cluster.faults.errors: expected a mapping of path regex to {{status: <HTTP code>, "
+                                 f"rate: <0..1>}}, got {spec.get('errors')!r}")
         for pattern, rule in (spec.get("errors") or {}).items():
             where = f"errors[{pattern!r}]"
             if not isinstance(rule, dict) or set(rule) - {"status", "rate"}:
                 raise FaultSpecError(f"cluster.faults.{where}: expected {{status: <HTTP code>, rate: <0..1>}}, got {rule!r}")
-            status = int(rule.get("status", 500))
-            if status not in MESSAGES:
+            status = rule.get("status", 500)
+            if isinstance(status, bool) or status not in MESSAGES:
                 raise FaultSpecError(f"cluster.faults.{where}.status: {status} is not one of {sorted(MESSAGES)}")
             self.errors.append(ErrorRule(_regex(where, pattern), status, _rate(f"{where}.rate", rule.get("rate", 1))))
         self.forbidden = _forbidden(spec.get("forbidden"))
@@ -107,7 +118,7 @@ class Faults:
                                      f"{{pod_created_in: <namespace regex>}}, got {self.die!r}")
             self.die_path = _regex("die_after.path", self.die.get("path", "$^"))
             self.die_ns = _regex("die_after.pod_created_in", self.die.get("pod_created_in", "$^"))
-            self.die_count = int(self.die.get("count", 1))
+            self.die_count = int(_number("die_after.count", self.die.get("count", 1), whole=True))
 
     def denies(self, user: str, info: Any) -> bool:
         """Whether a `forbidden` entry denies `user` the request of RequestInfo `info` (checked after authentication,

@@ -307,11 +307,35 @@ def _unknown(where: str, mapping: dict[str, Any], known: frozenset[str]) -> list
     return out
 
 
+def _mapping_problems(data: dict[str, Any]) -> list[str]:
+    """Where a section that must be a mapping is something else (a list, a word, a number)."""
+    problems = []
+
+    def need(where: str, value: Any) -> None:
+        if value is not None and not isinstance(value, dict):
+            problems.append(f"{where}: expected a mapping, got {type(value).__name__} {str(value)[:60]!r}")
+
+    for section in ("cluster", "management"):
+        need(section, data.get(section))
+    if isinstance(data.get("cluster"), dict):
+        need("cluster.gpu_operator", data["cluster"].get("gpu_operator"))
+    if isinstance(data.get("nodes"), dict):
+        for name, node in data["nodes"].items():
+            need(f"nodes.{name}", node)
+            if isinstance(node, dict):
+                for part in ("kube", "host"):
+                    need(f"nodes.{name}.{part}", node.get(part))
+    return problems
+
+
 def _validate(path: Path, data: dict[str, Any], own: dict[str, Any]) -> None:
     problems = []
     if not str(data.get("description", "")).strip():
         problems.append("description: a one-line description is required")
     nodes = data.get("nodes")
+    shapes = _mapping_problems(data)
+    if shapes:  # the checks below read these as mappings
+        raise ScenarioError(f"{path}: " + "; ".join(shapes))
     if not isinstance(nodes, dict) or not nodes:
         problems.append("nodes: a mapping of at least one node is required")
     else:
