@@ -267,9 +267,8 @@ def redact(value: Any, where: str = "value", remember: bool = True) -> Any:
                 LOG.note("secret-key-value", f"{where}.{key}", str(item), remember)
                 result[key] = REDACTED
             elif _secret_key(key) and isinstance(item, (list, tuple)):  # apiKeys: [a, b]: each one a secret
-                result[key] = [redact(v, f"{where}.{key}", remember) if isinstance(v, (Mapping, list, tuple)) or v in
-                               (None, "", REDACTED) or isinstance(v, bool) else _noted(v, f"{where}.{key}", remember)
-                               for v in item]
+                result[key] = [_noted(v, f"{where}.{key}", remember) if _scalar_secret(v)
+                               else redact(v, f"{where}.{key}", remember) for v in item]
             else:
                 result[key] = redact(item, f"{where}.{key}", remember)
         return result
@@ -282,6 +281,11 @@ def redact(value: Any, where: str = "value", remember: bool = True) -> Any:
     if value is None or isinstance(value, (bool, int, float)):
         return value
     return redact_text(str(value), where, remember)
+
+
+def _scalar_secret(value: Any) -> bool:
+    """A list item under a secret key that is itself the secret (not a mapping, a list, a flag or nothing)."""
+    return isinstance(value, (str, int, float)) and not isinstance(value, bool) and value not in ("", REDACTED)
 
 
 def _noted(value: Any, where: str, remember: bool) -> str:

@@ -13,13 +13,14 @@ import html
 import json
 import re
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from markupsafe import escape
 
 from pytest_dgxspark.judge.status import Status
 from pytest_dgxspark.report import rows as rowmod
-from pytest_dgxspark.report.htmlreport import layer_sort_key
+from pytest_dgxspark.report.htmlreport import add_row_cells, layer_sort_key
 from pytest_dgxspark.report.results import write_atomic
 
 REPORT = "report.html"
@@ -88,13 +89,14 @@ def _style(statuses: list[str]) -> str:
 def _entry(row: rowmod.Row, rule: dict[str, Any]) -> dict[str, Any]:
     """A report.html row for a test pytest did not report, with the cells pytest-html and htmlreport.py give one."""
     word = rowmod.word(row.status)
-    layer, severity = layer_sort_key(str(rule.get("layer") or "")), str(rule.get("severity") or "")
-    return {"extras": [], "result": word, "testId": row.nodeid, "rule": row.rule, "layer": layer, "severity": severity,
-            "duration": "0 ms", "log": row.message or "the test did not run",
-            "resultsTableRow": [f'<td class="col-result">{word}</td>', f'<td class="col-testId">{escape(row.nodeid)}</td>',
-                                f'<td class="col-rule">{escape(row.rule)}</td>', f'<td class="col-layer">{escape(layer)}</td>',
-                                f'<td class="col-severity">{escape(severity)}</td>', '<td class="col-duration">0 ms</td>',
-                                '<td class="col-links"></td>']}
+    shown = SimpleNamespace(dgxspark_rule=row.rule, dgxspark_layer=str(rule.get("layer") or ""),
+                            dgxspark_severity=str(rule.get("severity") or ""))
+    cells = [f'<td class="col-result">{word}</td>', f'<td class="col-testId">{escape(row.nodeid)}</td>',
+             '<td class="col-duration">0 ms</td>', '<td class="col-links"></td>']
+    add_row_cells(shown, cells)  # rule, layer and severity, as every other row has them
+    return {"extras": [], "result": word, "testId": row.nodeid, "rule": row.rule,
+            "layer": layer_sort_key(shown.dgxspark_layer), "severity": shown.dgxspark_severity, "duration": "0 ms",
+            "log": row.message or "the test did not run", "resultsTableRow": cells}
 
 
 def agree(run_dir: Path) -> int:

@@ -40,8 +40,7 @@ class ManifestCheck:
             [f"changed: {p}" for p in self.changed]
             + [f"removed: {p}" for p in self.removed]
             + [f"added: {p}" for p in self.added]
-            + [f"not a regular file: {p} (a symlink, FIFO, socket or device; a bundle holds regular files only)"
-               for p in self.irregular]
+            + [irregular(p) for p in self.irregular]
         )
 
 
@@ -54,10 +53,18 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _walk(run_dir: Path) -> tuple[list[str], list[str]]:
+IRREGULAR_WHY = "(a symlink, FIFO, socket or device; a bundle holds regular files only)"
+
+
+def irregular(rel: str) -> str:
+    """The problem a bundle entry that is not a regular file is (manifest and verify word it alike)."""
+    return f"not a regular file: {rel} {IRREGULAR_WHY}"
+
+
+def entries(run_dir: Path, with_manifest: bool = False) -> tuple[list[str], list[str]]:
     """(regular files, other entries) under run_dir as sorted relative POSIX paths, following no symlink: a symlink
     (to a file or a folder), a FIFO, a socket or a device is never a bundle file (its bytes are not the bundle's, or
-    not the same twice)."""
+    not the same twice). The manifest and its signature are left out unless with_manifest."""
     regular, other = [], []
     for root, dirs, files in os.walk(run_dir, followlinks=False):
         base = Path(root)
@@ -68,7 +75,7 @@ def _walk(run_dir: Path) -> tuple[list[str], list[str]]:
         for name in files:
             path = base / name
             rel = path.relative_to(run_dir).as_posix()
-            if rel in _EXCLUDED and base == run_dir and not path.is_symlink():
+            if rel in _EXCLUDED and not with_manifest and not path.is_symlink():
                 continue
             (regular if stat.S_ISREG(path.lstat().st_mode) else other).append(rel)
     return sorted(regular), sorted(other)
@@ -76,12 +83,12 @@ def _walk(run_dir: Path) -> tuple[list[str], list[str]]:
 
 def bundle_files(run_dir: Path) -> list[str]:
     """Every regular file under run_dir except the manifest and its signature, as sorted relative POSIX paths."""
-    return _walk(run_dir)[0]
+    return entries(run_dir)[0]
 
 
 def irregular_entries(run_dir: Path) -> list[str]:
     """What under run_dir is neither a folder nor a regular file (symlinks included), as sorted relative paths."""
-    return _walk(run_dir)[1]
+    return entries(run_dir)[1]
 
 
 def _check_name(rel: str) -> None:
@@ -126,7 +133,7 @@ def read_manifest(run_dir: Path) -> dict[str, str]:
 def check_manifest(run_dir: Path) -> ManifestCheck:
     """Compare run_dir with its manifest: files added, removed or changed since it was written."""
     expected = read_manifest(run_dir)
-    files, other = _walk(run_dir)
+    files, other = entries(run_dir)
     present = set(files)
     removed = sorted(set(expected) - present)
     added = sorted(present - set(expected))

@@ -19,7 +19,15 @@ from typing import Any
 from pytest_dgxspark.judge.status import BROKEN, Status
 from pytest_dgxspark.report import derived
 from pytest_dgxspark.report.attestation import ATTESTATION, armored, check_attestation, pae, read_envelope
-from pytest_dgxspark.report.manifest import MANIFEST, SIGNATURE, ManifestError, check_manifest
+from pytest_dgxspark.report.manifest import (
+    IRREGULAR_WHY,
+    MANIFEST,
+    SIGNATURE,
+    ManifestError,
+    check_manifest,
+    entries,
+    irregular,
+)
 from pytest_dgxspark.report.signing import (
     SIGNING,
     SigningError,
@@ -125,31 +133,23 @@ def _snapshot(directory: Path, into: Path) -> list[str]:
     """Copy the bundle into `into` (a private folder), reading each file once, so that every check reads the same
     bytes (a FIFO or a file swapped between two reads gave the printed claims one content and the hash another);
     returns what is neither a folder nor a regular file (a symlink, FIFO, socket or device), which is not copied."""
-    other = []
-    for root, dirs, files in os.walk(directory, followlinks=False):
-        base, rel_base = Path(root), Path(root).relative_to(directory)
-        for name in list(dirs):
-            if (base / name).is_symlink():
-                dirs.remove(name)
-                other.append((rel_base / name).as_posix())
-            else:
-                (into / rel_base / name).mkdir(mode=0o700)
-        for name in files:
-            rel = (rel_base / name).as_posix()
-            try:  # no symlink is followed, and opening a FIFO does not wait for a writer
-                fd = os.open(base / name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-            except OSError:
+    files, other = entries(directory, with_manifest=True)
+    for rel in files:
+        try:  # no symlink is followed, and a FIFO swapped in since the walk is not waited on
+            fd = os.open(directory / rel, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            other.append(rel)
+            continue
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
                 other.append(rel)
                 continue
-            try:
-                if not stat.S_ISREG(os.fstat(fd).st_mode):
-                    other.append(rel)
-                    continue
-                with open(into / rel, "wb") as out:
-                    while block := os.read(fd, 1 << 20):
-                        out.write(block)
-            finally:
-                os.close(fd)
+            (into / rel).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            with open(into / rel, "wb") as out:
+                while block := os.read(fd, 1 << 20):
+                    out.write(block)
+        finally:
+            os.close(fd)
     return sorted(other)
 
 
@@ -218,8 +218,8 @@ def _verify(copy: Path, directory: Path, other: list[str], allowed_signers: Path
             site: Path | None) -> int:
     out = _Out(copy, directory)
     if "results.json" in other:
-        print(f"FAILED: {directory / 'results.json'}: cannot be read: not a regular file (a symlink, FIFO, socket or "
-              "device; a bundle holds regular files only)", file=sys.stderr)
+        print(f"FAILED: {directory / 'results.json'}: cannot be read: not a regular file {IRREGULAR_WHY}",
+              file=sys.stderr)
         return FAILED
     try:
         results = derived.load_results(copy)
@@ -245,13 +245,12 @@ def _verify(copy: Path, directory: Path, other: list[str], allowed_signers: Path
     except ManifestError as exc:
         out.fail("manifest", [str(exc)])
         check = None
-    irregular = [f"not a regular file: {rel} (a symlink, FIFO, socket or device; a bundle holds regular files only)"
-                 for rel in other]
-    if check is not None and check.ok and not irregular:
+    irregulars = [irregular(rel) for rel in other]
+    if check is not None and check.ok and not irregulars:
         out.say(f"manifest OK: {check.checked} files in {directory} match {MANIFEST}")
-    elif check is not None or irregular:
+    elif check is not None or irregulars:
         out.fail("manifest", [f"{directory} does not match {MANIFEST}:", *(check.problems() if check else []),
-                              *irregular])
+                              *irregulars])
     anchor, source = trust_anchor(results, allowed_signers, site)
     if anchor is not None and not anchor.is_file():
         out.fail("trust anchor", [f"{source} {anchor}: no such file"])
